@@ -139,12 +139,6 @@ class Graph:
     def state_inputs(self) -> list[GraphInput]:
         return [graph_input for graph_input in self.inputs if graph_input.is_state]
 
-    def mutated_inputs(self) -> list[GraphInput]:
-        """Inputs that some node writes to in place (directly, or through a view of them)."""
-        from ember.prims.aliasing import mutated_inputs
-
-        return mutated_inputs(self)
-
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for node in self.nodes:
