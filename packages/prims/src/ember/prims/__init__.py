@@ -28,6 +28,7 @@ from ember.prims.pytree import TreeSpec, tree_flatten, tree_unflatten
 from ember.prims.source import SourceLocation
 from ember.prims.specs import ScalarSpec, SymbolInfo, TensorSpec
 from ember.prims.tracer import Tracer, TracerTensor, trace
+from ember.prims.verify import verify
 
 __all__ = [
     "Graph",
@@ -60,4 +61,5 @@ __all__ = [
     "trace",
     "tree_flatten",
     "tree_unflatten",
+    "verify",
 ]
