@@ -1,0 +1,198 @@
+"""Tracing real programs and running the Graphs: values, buffer updates and input mutations
+must equal eager PyTorch."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ember.prims import Graph, InputKind, TraceError, run, trace, verify
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1 = nn.Linear(16, 32)
+        self.l2 = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.l2(torch.relu(self.l1(x)))
+
+
+class SmallCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+class AttentionBlock(nn.Module):
+    def __init__(self, dim: int = 16, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, dim = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        q, k, v = (t.view(batch, seq, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v))
+        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attn.transpose(1, 2).reshape(batch, seq, dim))
+        return x + self.mlp(self.norm2(x))
+
+
+def inplace_and_views(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    flat = x.view(-1)
+    flat[2:5].mul_(3)
+    x.add_(y)
+    row = x[1]
+    row.zero_()
+    return x.transpose(0, 1).contiguous() * 2
+
+
+def pytree_io(pair: tuple[torch.Tensor, torch.Tensor], named: dict[str, torch.Tensor], scale: float):
+    a, b = pair
+    return {"sum": a + named["w"] * scale, "both": (a * b, [b.sin(), 7])}
+
+
+def _assert_close(actual: object, expected: object) -> None:
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_mlp_matches_eager() -> None:
+    model = MLP()
+    x = torch.randn(8, 16)
+    graph = trace(model, x)
+    verify(graph)
+    _assert_close(run(graph, x), model(x))
+    kinds = {gi.target: gi.kind for gi in graph.state_inputs()}
+    assert kinds == {name: InputKind.PARAMETER for name, _ in model.named_parameters()}
+    assert graph.op_counts()["aten::addmm.default"] == 2
+
+
+def test_cnn_batchnorm_updates_buffers_like_eager() -> None:
+    model = SmallCNN().train()
+    twin = copy.deepcopy(model)
+    x = torch.randn(4, 3, 8, 8)
+    graph = trace(model, x)
+    # Tracing ran no real computation: the module's buffers are untouched.
+    assert int(model.bn.num_batches_tracked) == 0
+    expected = model(x)
+    state = dict(twin.named_parameters()) | dict(twin.named_buffers())
+    _assert_close(run(graph, x, state=state), expected)
+    for name, buffer in model.named_buffers():
+        _assert_close(dict(twin.named_buffers())[name], buffer)
+    assert int(twin.bn.num_batches_tracked) == 1
+    assert {gi.target for gi in graph.state_inputs() if gi.kind is InputKind.BUFFER} == {
+        "bn.running_mean", "bn.running_var", "bn.num_batches_tracked"
+    }
+
+
+def test_cnn_eval_mode() -> None:
+    model = SmallCNN().eval()
+    x = torch.randn(2, 3, 8, 8)
+    _assert_close(run(trace(model, x), x), model(x))
+
+
+def test_attention_block_matches_eager() -> None:
+    model = AttentionBlock()
+    x = torch.randn(2, 6, 16)
+    graph = trace(model, x)
+    verify(graph)
+    _assert_close(run(graph, x), model(x))
+
+
+def test_torch_multihead_attention() -> None:
+    model = nn.MultiheadAttention(16, 4, batch_first=True)
+    x = torch.randn(2, 5, 16)
+    graph = trace(lambda q: model(q, q, q, need_weights=False)[0], x)
+    _assert_close(run(graph, x), model(x, x, x, need_weights=False)[0])
+
+
+def test_inplace_ops_and_views_mutate_inputs_like_eager() -> None:
+    x = torch.randn(4, 3)
+    y = torch.randn(4, 3)
+    graph = trace(inplace_and_views, x.clone(), y)
+    eager_x, graph_x = x.clone(), x.clone()
+    expected = inplace_and_views(eager_x, y)
+    _assert_close(run(graph, graph_x, y), expected)
+    _assert_close(graph_x, eager_x)
+
+
+def test_tuple_and_dict_inputs_and_outputs() -> None:
+    a, b, w = torch.randn(3), torch.randn(3), torch.randn(3)
+    graph = trace(pytree_io, (a, b), {"w": w}, 0.5)
+    result = run(graph, (a, b), {"w": w}, 0.5)
+    _assert_close(result, pytree_io((a, b), {"w": w}, 0.5))
+    assert result["both"][1][1] == 7
+    with pytest.raises(Exception, match="specialized"):
+        run(graph, (a, b), {"w": w}, 2.0)
+
+
+def test_factory_ops_and_literal_tensors_are_recorded() -> None:
+    table = torch.tensor([1.0, 2.0, 3.0])
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x * table + torch.ones(3) + torch.arange(3, dtype=torch.float32)
+
+    x = torch.randn(3)
+    graph = trace(fn, x)
+    assert any(gi.kind is InputKind.CONSTANT for gi in graph.inputs)
+    _assert_close(run(graph, x), fn(x))
+
+
+def test_nodes_carry_the_user_source_line() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = x.sin()
+        return y.cos()
+
+    graph = trace(fn, torch.randn(2))
+    lines = [node.source.code for node in graph.nodes if node.source is not None]
+    assert lines == ["y = x.sin()", "return y.cos()"]
+    assert all(node.source and node.source.file == __file__ for node in graph.nodes)
+
+
+def test_data_dependent_op_names_the_user_line() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(TraceError, match=r"test_trace.py:\d+.*if x.sum\(\) > 0"):
+        trace(fn, torch.randn(3))
+
+
+def test_interpreter_rejects_wrong_shapes_with_a_hint() -> None:
+    graph = trace(MLP(), torch.randn(8, 16))
+    with pytest.raises(Exception, match="dynamic=True"):
+        run(graph, torch.randn(9, 16))
+
+
+def test_returns_input_and_python_values() -> None:
+    def fn(x: torch.Tensor):
+        return x, x.shape[0], None
+
+    x = torch.randn(5)
+    out = run(trace(fn, x), x)
+    assert out[0] is x and out[1] == 5 and out[2] is None
+
+
+def test_graph_is_plain_data() -> None:
+    graph = trace(MLP(), torch.randn(2, 16))
+    assert isinstance(graph, Graph)
+    for node in graph.nodes:
+        assert isinstance(node.target, str)
+        assert not any(callable(a) and not isinstance(a, type) for a in node.args)
