@@ -1,0 +1,22 @@
+"""ember-runtime's settings: one frozen config class read from `EMBER_*` variables.
+
+Declared with ember-prims' config base (`config_class`, `setting`); `load(RuntimeConfig)`
+reads the environment, and docs/configuration.md lists every field.
+"""
+
+from __future__ import annotations
+
+from ember.prims.config import config_class, setting
+
+
+@config_class
+class RuntimeConfig:
+    """Settings of ember-runtime: where compiled artifacts are cached."""
+
+    cache_dir: str = setting(
+        "",
+        env="EMBER_CACHE_DIR",
+        help="Root directory of ember's on-disk caches (compiled artifacts live under "
+        "'artifacts/'); empty means ~/.cache/ember.",
+        cache_key=False,
+    )
