@@ -1,0 +1,207 @@
+"""One measured case: a model, a mode, a dtype and a backend, run and turned into a record.
+
+The float64 reference and eager's own first-step values are computed once per model, mode
+and dtype (a `Setup`) and shared by every backend of that group. A backend's first step is
+both its cold compile and its accuracy sample; then it warms up, is timed, has its peak
+memory taken, and (optionally) is compiled again after a reset to time a warm compile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from benchmarks import memory
+from benchmarks.accuracy import compare
+from benchmarks.backends import Backend
+from benchmarks.models import Workload, build_workload, spec
+from benchmarks.timing import median_step_seconds, synchronize, timed_call
+
+AUTOCAST = {"float32": None, "bf16": torch.bfloat16}
+LEARNING_RATE = 1e-4
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How hard to measure: steps, warm-up, the time allowed for timing, warm compiles."""
+
+    steps: int = 20
+    warmup: int = 3
+    timing_allowance_s: float = 15.0
+    warm_compile: bool = True
+
+
+@dataclass
+class Setup:
+    """What every backend of one (model, mode, dtype) group is compared against."""
+
+    key: tuple[str, str, str, str, str]
+    workload: Workload  # pristine, on CPU, never run
+    reference: dict[str, torch.Tensor]  # float64, on the device
+    eager: dict[str, torch.Tensor]  # eager at the case dtype, on the device
+    baseline: dict[str, float] = field(default_factory=dict)  # eager median_s, peak bytes
+
+
+def _on(device: torch.device, tensors: tuple[torch.Tensor, ...], double: bool = False) -> tuple:
+    moved = []
+    for tensor in tensors:
+        tensor = tensor.to(device)
+        moved.append(tensor.double() if double and tensor.is_floating_point() else tensor)
+    return tuple(moved)
+
+
+@contextlib.contextmanager
+def _autocast(device: torch.device, dtype: str) -> Iterator[None]:
+    target = AUTOCAST[dtype]
+    if target is None:
+        yield
+    else:
+        with torch.autocast(device_type=device.type, dtype=target):
+            yield
+
+
+def _first_values(
+    run: Callable[..., Any], module: nn.Module, inputs: tuple, mode: str, autocast: Any
+) -> dict[str, torch.Tensor]:
+    """Outputs (inference) or loss and gradients (training) of one step, kept on the device."""
+    if mode == "inference":
+        with torch.no_grad(), autocast:
+            output = run(*inputs)
+        return {"output": output.detach()}
+    for parameter in module.parameters():
+        parameter.grad = None
+    with autocast:
+        loss = run(*inputs)
+    loss.backward()
+    gradients = [
+        (p.grad if p.grad is not None else torch.zeros_like(p)).detach().flatten()
+        for p in module.parameters()
+    ]
+    return {"loss": loss.detach(), "gradients": torch.cat(gradients)}
+
+
+def prepare_setup(model: str, size: str, mode: str, dtype: str, device: torch.device) -> Setup:
+    """Builds the pristine workload and computes the float64 and eager first-step values."""
+    workload = build_workload(spec(model), size, mode)
+    reference_module = copy.deepcopy(workload.module).to(device).double()
+    reference_inputs = _on(device, workload.inputs, double=True)
+    reference = _first_values(
+        reference_module, reference_module, reference_inputs, mode, contextlib.nullcontext()
+    )
+    del reference_module, reference_inputs
+    eager_module = copy.deepcopy(workload.module).to(device)
+    eager = _first_values(
+        eager_module, eager_module, _on(device, workload.inputs), mode, _autocast(device, dtype)
+    )
+    del eager_module
+    memory.release(device)
+    return Setup((model, size, mode, dtype, str(device)), workload, reference, eager)
+
+
+def _make_step(
+    run: Callable[..., Any],
+    module: nn.Module,
+    inputs: tuple,
+    mode: str,
+    dtype: str,
+    device: torch.device,
+    optimizer: torch.optim.Optimizer | None,
+) -> Callable[[], object]:
+    if mode == "inference":
+
+        def inference_step() -> object:
+            with torch.no_grad(), _autocast(device, dtype):
+                return run(*inputs)
+
+        return inference_step
+    assert optimizer is not None
+
+    def training_step() -> object:
+        optimizer.zero_grad(set_to_none=True)
+        with _autocast(device, dtype):
+            loss = run(*inputs)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return training_step
+
+
+def run_case(
+    setup: Setup, backend: Backend, device: torch.device, settings: Settings
+) -> dict[str, Any]:
+    """Measures `backend` on `setup`'s workload; returns the record fields it measured."""
+    _, _, mode, dtype, _ = setup.key
+    memory.release(device)
+    base_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+    module = copy.deepcopy(setup.workload.module).to(device)
+    inputs = _on(device, setup.workload.inputs)
+    optimizer = (
+        torch.optim.SGD(module.parameters(), lr=LEARNING_RATE, momentum=0.9)
+        if mode == "training"
+        else None
+    )
+    record: dict[str, Any] = {}
+
+    synchronize(device)
+    start = time.perf_counter()
+    run = backend.compile(module)
+    values: dict[str, torch.Tensor] = {}
+
+    def first_step() -> None:
+        values.update(_first_values(run, module, inputs, mode, _autocast(device, dtype)))
+        if optimizer is not None:
+            optimizer.step()
+
+    first_step()
+    synchronize(device)
+    first_call_s = time.perf_counter() - start  # compile and the first step, device work included
+    counts = backend.counts()
+    record.update(first_call_s=first_call_s, graphs=counts.graphs, graph_breaks=counts.breaks)
+
+    comparison = compare(values, setup.eager, setup.reference, dtype)
+    record.update(
+        accuracy_passed=comparison.passed,
+        accuracy_error=comparison.error,
+        eager_accuracy_error=comparison.eager_error,
+        max_abs_vs_eager=comparison.max_abs_vs_eager,
+        accuracy_detail=comparison.detail,
+    )
+
+    step = _make_step(run, module, inputs, mode, dtype, device, optimizer)
+    for _ in range(settings.warmup):
+        step()
+    memory.start_peak(device)
+    median_s, steps = median_step_seconds(step, device, settings.steps, settings.timing_allowance_s)
+    if device.type == "cuda":
+        peak = memory.cuda_peak_bytes(device) - base_bytes
+    else:
+        state = [t for s in (optimizer.state.values() if optimizer else []) for t in s.values()]
+        resident = memory.resident_bytes(
+            [*module.parameters(), *module.buffers(), *inputs]
+            + [t for t in state if isinstance(t, torch.Tensor)]
+        )
+        peak = resident + memory.cpu_step_peak_bytes(step)
+    record.update(
+        median_ms=median_s * 1000.0,
+        steps=steps,
+        peak_memory_bytes=int(peak),
+        compile_cold_s=max(first_call_s - median_s, 0.0) if backend.kind != "baseline" else None,
+    )
+
+    if settings.warm_compile and backend.kind != "baseline":
+        backend.reset()
+        warm_run = backend.compile(module)
+        warm_step = _make_step(warm_run, module, inputs, mode, dtype, device, optimizer)
+        warm_first_s = timed_call(warm_step, device)
+        record["compile_warm_s"] = max(warm_first_s - median_s, 0.0)
+    backend.reset()
+    memory.release(device)
+    return record

@@ -1,0 +1,232 @@
+"""The Markdown dashboard: per suite and backend Passrate, Speedup (geomean), Comptime and
+Memory, in the style of PyTorch 2's dashboard, then a per-model table and the failures.
+
+Speedup and Memory are ratios to eager in the same group (higher is better for both:
+Memory is eager peak / backend peak). Comptime is the first call minus a steady step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from benchmarks.environment import describe
+from benchmarks.records import number
+
+RAN = ("pass", "fail_accuracy", "error", "timeout")
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    """Geometric mean of the positive values, or None when there are none."""
+    logs = [math.log(v) for v in values if v > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def relate(cases: list[dict[str, Any]]) -> None:
+    """Fills speedup and memory_ratio from the eager case of the same group where missing."""
+    eager = {
+        _group(c): c for c in cases if c.get("backend") == "eager" and c.get("status") == "pass"
+    }
+    for case in cases:
+        baseline = eager.get(_group(case))
+        if baseline is None:
+            continue
+        ms, base_ms = number(case.get("median_ms")), number(baseline.get("median_ms"))
+        if case.get("speedup") is None and ms and base_ms:
+            case["speedup"] = base_ms / ms
+        peak, base_peak = (
+            number(case.get("peak_memory_bytes")),
+            number(baseline.get("peak_memory_bytes")),
+        )
+        if case.get("memory_ratio") is None and peak and base_peak:
+            case["memory_ratio"] = base_peak / peak
+
+
+def _group(case: dict[str, Any]) -> tuple:
+    return tuple(case.get(k) for k in ("run_id", "device", "size", "model", "mode", "dtype"))
+
+
+def _format(value: float | None, pattern: str, missing: str = "–") -> str:
+    return missing if value is None else pattern.format(value)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summary_rows(cases: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per (dtype, mode, suite, backend) with the four headline figures."""
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for case in cases:
+        groups[(case["dtype"], case["mode"], case["suite"], case["backend"])].append(case)
+    rows = []
+    for (dtype, mode, suite, backend), members in sorted(groups.items(), key=_summary_order):
+        ran = [c for c in members if c.get("status") in RAN]
+        passed = [c for c in ran if c.get("status") == "pass"]
+        if not ran:
+            reasons = {c.get("status", "?") for c in members}
+            rows.append(
+                [dtype, mode, suite, backend, "not run: " + "/".join(sorted(reasons))] + ["–"] * 3
+            )
+            continue
+        speedups = [v for c in passed if (v := number(c.get("speedup"))) is not None]
+        cold = [v for c in passed if (v := number(c.get("compile_cold_s"))) is not None]
+        warm = [v for c in passed if (v := number(c.get("compile_warm_s"))) is not None]
+        memory = [v for c in passed if (v := number(c.get("memory_ratio"))) is not None]
+        skipped = len([c for c in members if c.get("status") == "skipped"])
+        passrate = f"{100 * len(passed) / len(ran):.0f}% ({len(passed)}/{len(ran)})"
+        if skipped:
+            passrate += f", {skipped} skipped"
+        rows.append(
+            [
+                dtype,
+                mode,
+                suite,
+                backend,
+                passrate,
+                _format(geomean(speedups), "{:.2f}x"),
+                _format(_mean(cold), "{:.1f}") + " / " + _format(_mean(warm), "{:.1f}"),
+                _format(geomean(memory), "{:.2f}x"),
+            ]
+        )
+    return rows
+
+
+def _summary_order(item: tuple) -> tuple:
+    (dtype, mode, suite, backend), _ = item
+    backend_rank = 0 if backend == "eager" else 1 if backend.startswith("torch.compile") else 2
+    return (dtype != "float32", mode != "inference", suite, backend_rank, backend)
+
+
+def model_rows(cases: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per case, grouped by model."""
+    rows = []
+    for case in sorted(cases, key=_model_order):
+        graphs = case.get("graphs")
+        breaks = case.get("graph_breaks")
+        rows.append(
+            [
+                case["model"],
+                case["mode"],
+                case["dtype"],
+                case["backend"],
+                case.get("status", "?"),
+                _format(number(case.get("median_ms")), "{:.2f}"),
+                _format(number(case.get("speedup")), "{:.2f}x"),
+                _format(number(case.get("compile_cold_s")), "{:.1f}"),
+                _format(number(case.get("compile_warm_s")), "{:.1f}"),
+                _format(number(case.get("peak_memory_bytes")), "{:.1f}", "–")
+                if case.get("peak_memory_bytes") is None
+                else f"{case['peak_memory_bytes'] / 2**20:.1f}",
+                _format(number(case.get("memory_ratio")), "{:.2f}x"),
+                "–" if graphs is None else f"{graphs} / {breaks if breaks is not None else '?'}",
+                _format(number(case.get("accuracy_error")), "{:.1e}")
+                if case.get("accuracy_error") is not None
+                else "–",
+            ]
+        )
+    return rows
+
+
+def _model_order(case: dict[str, Any]) -> tuple:
+    backend = case.get("backend", "")
+    backend_rank = 0 if backend == "eager" else 1 if backend.startswith("torch.compile") else 2
+    return (
+        case["suite"],
+        case["model"],
+        case["dtype"] != "float32",
+        case["mode"] != "inference",
+        backend_rank,
+        backend,
+    )
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def failures(cases: list[dict[str, Any]]) -> list[str]:
+    """One line per case that did not pass (not-available backends folded into one line each)."""
+    lines, folded = [], defaultdict(list)
+    for case in sorted(cases, key=_model_order):
+        status = case.get("status")
+        if status == "pass":
+            continue
+        first_line = (case.get("error") or case.get("accuracy_detail") or "").strip().splitlines()
+        reason = first_line[0][:200] if first_line else ""
+        if status in ("not_available", "skipped"):
+            folded[(status, case["backend"], reason)].append(f"{case['model']}/{case['mode']}")
+            continue
+        lines.append(
+            f"- `{case['model']}` {case['mode']} {case['dtype']} **{case['backend']}**: {status}: {reason}"
+        )
+    for (status, backend, reason), which in sorted(folded.items()):
+        lines.append(
+            f"- **{backend}** {status} for {len(which)} cases ({', '.join(sorted(set(which))[:6])}{'…' if len(set(which)) > 6 else ''}): {reason}"
+        )
+    return lines
+
+
+def render(runs: list[dict[str, Any]], cases: list[dict[str, Any]], title: str) -> str:
+    """The whole dashboard as Markdown."""
+    relate(cases)
+    parts = [f"# {title}", ""]
+    for run in runs:
+        parts += [
+            f"- **Run {run['run_id']}** on `{run['device']}`, {run['size']} models: "
+            + describe(run["environment"]),
+            f"  - command: `{run['command']}`; settings: {run['settings']}; limits (s): {run['limits']}",
+        ]
+    parts += [
+        "",
+        "Speedup and Memory are geometric means over passing cases of eager / backend (higher is "
+        "better). Comptime is mean seconds of (first call − steady step), cold / warm. Passrate "
+        "counts cases that ran; an accuracy failure or an error counts against it.",
+        "",
+        "## Summary",
+        "",
+        _table(
+            [
+                "dtype",
+                "mode",
+                "suite",
+                "backend",
+                "Passrate",
+                "Speedup (geomean)",
+                "Comptime cold / warm (s)",
+                "Memory (geomean)",
+            ],
+            summary_rows(cases),
+        ),
+        "",
+        "## Per model",
+        "",
+        _table(
+            [
+                "model",
+                "mode",
+                "dtype",
+                "backend",
+                "status",
+                "median ms",
+                "speedup",
+                "cold s",
+                "warm s",
+                "peak MiB",
+                "memory",
+                "graphs / breaks",
+                "rel. error",
+            ],
+            model_rows(cases),
+        ),
+        "",
+        "## Not passing",
+        "",
+        *(failures(cases) or ["- none"]),
+        "",
+    ]
+    return "\n".join(parts)

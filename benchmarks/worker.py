@@ -1,0 +1,113 @@
+"""The worker process: runs cases sent by the runner and answers each with its record.
+
+Protocol: the runner writes one JSON task per line on stdin; the worker answers on its
+original stdout with one JSON line per task (`{"id": ..., "record": {...}}`), after a
+`{"ready": true}` line once warmed up. Anything else printed goes to stderr (the run log).
+Running in its own process lets the runner enforce time limits and survive crashes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import IO, Any
+
+import torch
+
+from benchmarks import backends as backend_registry
+from benchmarks.case import Settings, Setup, prepare_setup, run_case
+
+ERROR_CHARACTERS = 3000
+
+
+def _error_text(error: BaseException) -> str:
+    text = "".join(traceback.format_exception(error))
+    summary = f"{type(error).__name__}: {error}".strip()
+    return (summary + "\n" + text[-ERROR_CHARACTERS:])[: ERROR_CHARACTERS + len(summary)]
+
+
+def _warm_up(device: torch.device, backend_names: list[str]) -> None:
+    """Pays one-time compiler start-up (imports, compile workers) outside any measured case."""
+    if not any(name.startswith(backend_registry.TORCH_COMPILE) for name in backend_names):
+        return
+    function = torch.compile(lambda x: (x.sin() + 1).sum())
+    function(torch.randn(8, device=device))
+    torch._dynamo.reset()
+
+
+class Worker:
+    """Holds the current group's setup, so backends of one group share one reference."""
+
+    def __init__(self, device: torch.device, settings: Settings) -> None:
+        self.device = device
+        self.settings = settings
+        self.setup: Setup | None = None
+
+    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+        key = (task["model"], task["size"], task["mode"], task["dtype"], str(self.device))
+        record: dict[str, Any] = {}
+        start = time.perf_counter()
+        try:
+            backend = backend_registry.lookup(task["backend"])
+            record["backend_kind"] = backend.kind
+            if backend.unavailable is not None:
+                record.update(status="not_available", error=backend.unavailable)
+                return record
+            if self.setup is None or self.setup.key != key:
+                self.setup = None
+                self.setup = prepare_setup(*key[:4], self.device)
+            record["description"] = self.setup.workload.description
+            record.update(run_case(self.setup, backend, self.device, self.settings))
+            record["status"] = "pass" if record["accuracy_passed"] else "fail_accuracy"
+            if backend.kind == "baseline":
+                self.setup.baseline = {
+                    "median_ms": record["median_ms"],
+                    "peak_memory_bytes": record["peak_memory_bytes"],
+                }
+            self._relate(record)
+        except Exception as error:  # every failure is a result, never a crash
+            record.update(status="error", error=_error_text(error))
+            torch._dynamo.reset()
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+        finally:
+            record["elapsed_s"] = time.perf_counter() - start
+        return record
+
+    def _relate(self, record: dict[str, Any]) -> None:
+        """Speedup and memory ratio against eager of the same group, when eager was measured."""
+        baseline = self.setup.baseline if self.setup is not None else {}
+        if baseline.get("median_ms") and record.get("median_ms"):
+            record["eager_median_ms"] = baseline["median_ms"]
+            record["speedup"] = baseline["median_ms"] / record["median_ms"]
+        if baseline.get("peak_memory_bytes") and record.get("peak_memory_bytes"):
+            record["eager_peak_memory_bytes"] = baseline["peak_memory_bytes"]
+            # PyTorch's "compression ratio": above 1 means the backend needs less memory.
+            record["memory_ratio"] = baseline["peak_memory_bytes"] / record["peak_memory_bytes"]
+
+
+def main() -> None:
+    protocol: IO[str] = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # stray prints from libraries go to the log, not into the protocol
+    options = json.loads(sys.argv[1])
+    device = torch.device(options["device"])
+    backend_registry.ensure_ember_importable()
+    settings = Settings(**options["settings"])
+    try:
+        _warm_up(device, options["backends"])
+    except Exception as error:  # the cases will report the same problem
+        print(f"warm-up failed: {_error_text(error)}", file=sys.stderr)
+    protocol.write(json.dumps({"ready": True}) + "\n")
+    worker = Worker(device, settings)
+    for line in sys.stdin:
+        task = json.loads(line)
+        print(f"[worker] {task['id']}", file=sys.stderr, flush=True)
+        record = worker.run(task)
+        protocol.write(json.dumps({"id": task["id"], "record": record}, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()
