@@ -1,0 +1,36 @@
+"""Decompositions: ATen overloads rewritten with ember prims (and with core ATen), and the
+`decompose` pass that applies a table to a Graph.
+
+Importing this package fills `PRIM_DECOMPOSITIONS` and `CORE_ATEN_DECOMPOSITIONS`.
+"""
+
+from ember.prims.decompositions import (  # noqa: F401  (each module registers on import)
+    activations,
+    attention,
+    creation,
+    elementwise,
+    indexing,
+    linalg,
+    normalization,
+    pooling,
+    random,
+    reductions,
+    selection,
+    views,
+)
+from ember.prims.decompositions.decompose import DecompositionError, decompose
+from ember.prims.decompositions.table import (
+    CORE_ATEN_DECOMPOSITIONS,
+    PRIM_DECOMPOSITIONS,
+    to_core_aten,
+    to_prims,
+)
+
+__all__ = [
+    "CORE_ATEN_DECOMPOSITIONS",
+    "PRIM_DECOMPOSITIONS",
+    "DecompositionError",
+    "decompose",
+    "to_core_aten",
+    "to_prims",
+]

@@ -1,0 +1,361 @@
+"""ATen indexing ops written with gather/scatter prims: advanced indexing (index, index_put),
+index_select, gather, scatter (and add/reduce), embedding and its backward, take, masked ops
+that keep shapes, triu/tril.
+
+Advanced indices are broadcast together, wrapped (negative counts from the end) and turned
+into one linear index into the flattened indexed dims, so every form becomes a 1-D gather or
+scatter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ember.prims.decompositions.operands import (
+    broadcast_shapes,
+    canonical_dim,
+    convert,
+    expand_to,
+    scalar_like,
+)
+from ember.prims.decompositions.table import to_prims
+from ember.prims.decompositions.views import view
+from ember.prims.primitives import prims
+
+
+def wrap_index(index: torch.Tensor, size: int) -> torch.Tensor:
+    """int64 index with negative entries counted from the end."""
+    index = convert(index, torch.int64)
+    negative = prims.lt(index, scalar_like(0, index))
+    return prims.where(negative, prims.add(index, scalar_like(size, index)), index)
+
+
+def _linear_index(a: torch.Tensor, indices: Sequence[torch.Tensor | None]):
+    """(flattened a with indexed dims first, linear index, result shape, permuted dims)."""
+    indices = list(indices) + [None] * (a.dim() - len(indices))
+    expanded: list[torch.Tensor | None] = []
+    for index in indices:
+        if index is not None and index.dtype in (torch.bool, torch.uint8):
+            raise NotImplementedError("boolean mask indexing depends on values; not traceable")
+        expanded.append(index)
+    indexed = [d for d, i in enumerate(expanded) if i is not None]
+    rest = [d for d in range(a.dim()) if d not in indexed]
+    shape = broadcast_shapes(*(expanded[d].shape for d in indexed))  # type: ignore[union-attr]
+    linear = None
+    for d in indexed:
+        index = wrap_index(expand_to(expanded[d], shape, torch.int64, a.device), a.shape[d])
+        linear = (
+            index
+            if linear is None
+            else prims.add(prims.mul(linear, scalar_like(a.shape[d], linear)), index)
+        )
+    contiguous = indexed == list(range(indexed[0], indexed[-1] + 1))
+    # torch puts the broadcast index dims where the indexed dims were if they are adjacent,
+    # first otherwise
+    insert_at = indexed[0] if contiguous else 0
+    order = indexed + rest
+    moved = prims.permute(a, order) if order != list(range(a.dim())) else a
+    flat_shape = [math.prod(a.shape[d] for d in indexed)] + [a.shape[d] for d in rest]
+    flat = prims.reshape(moved, flat_shape)
+    return flat, linear, shape, rest, insert_at
+
+
+def _gather_rows(flat: torch.Tensor, linear: torch.Tensor) -> torch.Tensor:
+    """flat[linear] for a linear index of any shape, rows of flat being dim 0."""
+    count = linear.numel()
+    rows = prims.reshape(linear, [count])
+    tail = list(flat.shape[1:])
+    index = prims.broadcast_in_dim(rows, [count, *tail], [0])
+    return prims.gather(flat, 0, index)
+
+
+@to_prims("aten::index.Tensor")
+def index(a: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> torch.Tensor:
+    flat, linear, shape, rest, insert_at = _linear_index(a, indices)
+    gathered = _gather_rows(flat, linear)
+    rest_shape = [a.shape[d] for d in rest]
+    result = prims.reshape(gathered, [*shape, *rest_shape])
+    if insert_at:
+        n = len(shape)
+        order = (
+            list(range(n, n + insert_at))
+            + list(range(n))
+            + list(range(n + insert_at, n + len(rest_shape)))
+        )
+        result = prims.permute(result, order)
+    return prims.clone(result) if insert_at else result
+
+
+def _index_put(
+    a: torch.Tensor,
+    indices: Sequence[torch.Tensor | None],
+    values: torch.Tensor,
+    accumulate: bool = False,
+) -> torch.Tensor:
+    flat, linear, shape, rest, insert_at = _linear_index(a, indices)
+    rest_shape = [a.shape[d] for d in rest]
+    target_shape = [*shape, *rest_shape]
+    if insert_at:
+        n = len(shape)
+        natural = (
+            list(range(n, n + insert_at))
+            + list(range(n))
+            + list(range(n + insert_at, n + len(rest_shape)))
+        )
+        permuted_shape = [target_shape[i] for i in natural]
+        values = expand_to(convert(values, a.dtype), permuted_shape, a.dtype, a.device)
+        inverse = [natural.index(i) for i in range(len(natural))]
+        values = prims.permute(values, inverse)
+    else:
+        values = expand_to(convert(values, a.dtype), target_shape, a.dtype, a.device)
+    count = linear.numel()
+    rows = prims.reshape(linear, [count])
+    source = prims.reshape(values, [count, *flat.shape[1:]])
+    index_rows = prims.broadcast_in_dim(rows, [count, *flat.shape[1:]], [0])
+    if accumulate:
+        updated = prims.scatter_add(flat, 0, index_rows, source)
+    else:
+        updated = prims.scatter(flat, 0, index_rows, source)
+    indexed = [d for d in range(a.dim()) if d not in rest]
+    order = indexed + rest
+    moved_shape = [a.shape[d] for d in order]
+    unflat = prims.reshape(updated, moved_shape)
+    inverse = [order.index(d) for d in range(a.dim())]
+    result = prims.permute(unflat, inverse) if order != list(range(a.dim())) else unflat
+    return prims.clone(result) if order != list(range(a.dim())) else result
+
+
+to_prims("aten::index_put.default", "aten::_unsafe_index_put.default")(_index_put)
+
+
+@to_prims("aten::index_put_.default", "aten::_index_put_impl_.default")
+def _index_put_(
+    a: torch.Tensor,
+    indices: Sequence[torch.Tensor | None],
+    values: torch.Tensor,
+    accumulate: bool = False,
+    unsafe: bool = False,
+) -> torch.Tensor:
+    return prims.copy_to(a, _index_put(a, indices, values, accumulate))
+
+
+@to_prims("aten::_unsafe_index.Tensor")
+def _unsafe_index(a: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> torch.Tensor:
+    return index(a, indices)
+
+
+@to_prims("aten::index_select.default")
+def index_select(a: torch.Tensor, dim: int, index_: torch.Tensor) -> torch.Tensor:
+    if a.dim() == 0:
+        return prims.clone(a)
+    d = canonical_dim(dim, a.dim())
+    rows = wrap_index(view(index_, [index_.numel()]) if index_.dim() != 1 else index_, a.shape[d])
+    shape = list(a.shape)
+    shape[d] = rows.shape[0]
+    return prims.gather(a, d, prims.broadcast_in_dim(rows, shape, [d]))
+
+
+@to_prims("aten::gather.default")
+def _gather(
+    a: torch.Tensor, dim: int, index_: torch.Tensor, *, sparse_grad: bool = False
+) -> torch.Tensor:
+    if a.dim() == 0:
+        return prims.clone(a) if index_.dim() == 0 else prims.view(a, list(index_.shape))
+    d = canonical_dim(dim, a.dim())
+    return prims.gather(a, d, wrap_index(index_, a.shape[d]))
+
+
+def _scatter_value(a: torch.Tensor, index_: torch.Tensor, src: Any) -> torch.Tensor:
+    if isinstance(src, torch.Tensor):
+        src = convert(src, a.dtype)
+        if list(src.shape) != list(index_.shape):
+            src = prims.slice(src, [0] * src.dim(), list(index_.shape))
+        return src
+    return prims.full(list(index_.shape), src, dtype=a.dtype, device=a.device)
+
+
+@to_prims("aten::scatter.src", "aten::scatter.value")
+def _scatter(a: torch.Tensor, dim: int, index_: torch.Tensor, src: Any) -> torch.Tensor:
+    if a.dim() == 0:
+        return prims.clone(_scatter_value(a, index_, src)) if index_.numel() else prims.clone(a)
+    d = canonical_dim(dim, a.dim())
+    return prims.scatter(a, d, wrap_index(index_, a.shape[d]), _scatter_value(a, index_, src))
+
+
+@to_prims("aten::scatter_add.default")
+def _scatter_add(
+    a: torch.Tensor, dim: int, index_: torch.Tensor, src: torch.Tensor
+) -> torch.Tensor:
+    if a.dim() == 0:
+        return prims.add(a, convert(src, a.dtype)) if index_.numel() else prims.clone(a)
+    d = canonical_dim(dim, a.dim())
+    return prims.scatter_add(a, d, wrap_index(index_, a.shape[d]), _scatter_value(a, index_, src))
+
+
+@to_prims("aten::scatter_reduce.two")
+def _scatter_reduce(
+    a: torch.Tensor,
+    dim: int,
+    index_: torch.Tensor,
+    src: torch.Tensor,
+    reduce: str,
+    *,
+    include_self: bool = True,
+) -> torch.Tensor:
+    d = canonical_dim(dim, a.dim())
+    wrapped = wrap_index(index_, a.shape[d]) if a.dim() else index_
+    value = _scatter_value(a, index_, src)
+    if reduce in ("sum", "mean"):
+        base = a if include_self else prims.scatter(a, d, wrapped, scalar_like(0, value))
+        total = prims.scatter_add(base, d, wrapped, value)
+        if reduce == "sum":
+            return total
+        ones = scalar_like(1, value)
+        start = scalar_like(1 if include_self else 0, a)
+        counts = prims.scatter_add(start, d, wrapped, ones)
+        counts = prims.maximum(counts, scalar_like(1, counts))
+        return prims.div(total, counts)  # integers: truncating division, as torch does
+    name = {"prod": "prod", "amax": "amax", "amin": "amin"}[reduce]
+    if not include_self:
+        identity = {"prod": 1, "amax": -math.inf, "amin": math.inf}[reduce]
+        if not a.dtype.is_floating_point and reduce != "prod":
+            info = torch.iinfo(a.dtype)
+            identity = info.min if reduce == "amax" else info.max
+        filled = prims.scatter(a, d, wrapped, scalar_like(identity, value))
+        return prims.scatter_reduce(filled, d, wrapped, value, name)
+    return prims.scatter_reduce(a, d, wrapped, value, name)
+
+
+@to_prims("aten::index_add.default")
+def _index_add(
+    a: torch.Tensor, dim: int, index_: torch.Tensor, source: torch.Tensor, *, alpha: Any = 1
+) -> torch.Tensor:
+    if a.dim() == 0:
+        return prims.add(a, prims.mul(convert(source, a.dtype), scalar_like(alpha, a)))
+    d = canonical_dim(dim, a.dim())
+    rows = wrap_index(view(index_, [index_.numel()]), a.shape[d])
+    src = convert(source, a.dtype)
+    if alpha != 1:
+        src = prims.mul(src, scalar_like(alpha, src))
+    if src.dim() == 0:
+        src = view(src, [1])
+    return prims.scatter_add(a, d, prims.broadcast_in_dim(rows, list(src.shape), [d]), src)
+
+
+@to_prims("aten::index_copy.default")
+def _index_copy(
+    a: torch.Tensor, dim: int, index_: torch.Tensor, source: torch.Tensor
+) -> torch.Tensor:
+    if a.dim() == 0:
+        return prims.clone(convert(source, a.dtype))
+    d = canonical_dim(dim, a.dim())
+    rows = wrap_index(view(index_, [index_.numel()]), a.shape[d])
+    src = convert(source, a.dtype)
+    return prims.scatter(a, d, prims.broadcast_in_dim(rows, list(src.shape), [d]), src)
+
+
+@to_prims("aten::index_fill.int_Scalar", "aten::index_fill.int_Tensor")
+def _index_fill(a: torch.Tensor, dim: int, index_: torch.Tensor, value: Any) -> torch.Tensor:
+    if a.dim() == 0:
+        return expand_to(value, [], a.dtype, a.device)
+    d = canonical_dim(dim, a.dim())
+    rows = wrap_index(view(index_, [index_.numel()]), a.shape[d])
+    shape = list(a.shape)
+    shape[d] = rows.shape[0]
+    src = expand_to(value, shape, a.dtype, a.device)
+    return prims.scatter(a, d, prims.broadcast_in_dim(rows, shape, [d]), src)
+
+
+@to_prims("aten::take.default")
+def _take(a: torch.Tensor, index_: torch.Tensor) -> torch.Tensor:
+    flat = prims.reshape(a, [a.numel()])
+    rows = wrap_index(prims.reshape(index_, [index_.numel()]), a.numel())
+    return prims.reshape(prims.gather(flat, 0, rows), list(index_.shape))
+
+
+@to_prims("aten::take_along_dim.default")
+def _take_along_dim(a: torch.Tensor, indices: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    if dim is None:
+        return _take(a, indices)
+    d = canonical_dim(dim, a.dim())
+    shape = broadcast_shapes(
+        (*a.shape[:d], 1, *a.shape[d + 1 :]), (*indices.shape[:d], 1, *indices.shape[d + 1 :])
+    )
+    a_shape, i_shape = list(shape), list(shape)
+    a_shape[d], i_shape[d] = a.shape[d], indices.shape[d]
+    source = expand_to(a, a_shape, a.dtype, a.device)
+    idx = expand_to(indices, i_shape, torch.int64, a.device)
+    return prims.gather(source, d, wrap_index(idx, a.shape[d]))
+
+
+@to_prims("aten::embedding.default")
+def embedding(
+    weight: torch.Tensor,
+    indices: torch.Tensor,
+    padding_idx: int = -1,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> torch.Tensor:
+    rows = prims.reshape(convert(indices, torch.int64), [indices.numel()])
+    gathered = _gather_rows(weight, rows)
+    return prims.reshape(gathered, [*indices.shape, weight.shape[1]])
+
+
+@to_prims("aten::embedding_dense_backward.default")
+def _embedding_backward(
+    grad: torch.Tensor,
+    indices: torch.Tensor,
+    num_weights: int,
+    padding_idx: int,
+    scale_grad_by_freq: bool,
+) -> torch.Tensor:
+    count = indices.numel()
+    rows = prims.reshape(convert(indices, torch.int64), [count])
+    dim = grad.shape[-1]
+    source = prims.reshape(grad, [count, dim])
+    if padding_idx >= 0:
+        keep = prims.ne(rows, scalar_like(padding_idx, rows))
+        source = prims.where(
+            prims.broadcast_in_dim(keep, [count, dim], [0]), source, scalar_like(0, source)
+        )
+    if scale_grad_by_freq:
+        ones = prims.full([count], 1, dtype=grad.dtype, device=grad.device)
+        zeros = prims.full([num_weights], 0, dtype=grad.dtype, device=grad.device)
+        frequency = prims.gather(prims.scatter_add(zeros, 0, rows, ones), 0, rows)
+        source = prims.div(source, prims.broadcast_in_dim(frequency, [count, dim], [0]))
+    zeros = prims.full([num_weights, dim], 0, dtype=grad.dtype, device=grad.device)
+    return prims.scatter_add(zeros, 0, prims.broadcast_in_dim(rows, [count, dim], [0]), source)
+
+
+def _triangle(a: torch.Tensor, diagonal: int, upper: bool) -> torch.Tensor:
+    rows, cols = a.shape[-2], a.shape[-1]
+    row = prims.iota(rows, 0, 1, dtype=torch.int64, device=a.device)
+    col = prims.iota(cols, 0, 1, dtype=torch.int64, device=a.device)
+    r, c = (
+        prims.broadcast_in_dim(row, [rows, cols], [0]),
+        prims.broadcast_in_dim(col, [rows, cols], [1]),
+    )
+    offset = prims.sub(c, r)
+    keep = (prims.ge if upper else prims.le)(offset, scalar_like(diagonal, offset))
+    keep = prims.broadcast_in_dim(keep, list(a.shape), [a.dim() - 2, a.dim() - 1])
+    return prims.where(keep, a, scalar_like(0, a))
+
+
+to_prims("aten::triu.default")(lambda a, diagonal=0: _triangle(a, diagonal, True))
+to_prims("aten::tril.default")(lambda a, diagonal=0: _triangle(a, diagonal, False))
+
+
+@to_prims("aten::masked_scatter.default")
+def _masked_scatter(a: torch.Tensor, mask: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    shape = broadcast_shapes(a.shape, mask.shape)
+    pred, x = expand_to(mask, shape, torch.bool, a.device), expand_to(a, shape, a.dtype, a.device)
+    flat_mask = prims.reshape(convert(pred, torch.int64), [pred.numel()])
+    position = prims.sub(prims.cumsum(flat_mask, 0), scalar_like(1, flat_mask))
+    position = prims.maximum(position, scalar_like(0, position))
+    src = prims.reshape(convert(source, a.dtype), [source.numel()])
+    picked = prims.gather(src, 0, position)
+    return prims.where(pred, prims.reshape(picked, shape), x)
