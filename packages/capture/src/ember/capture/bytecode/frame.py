@@ -1,0 +1,221 @@
+"""The symbolic frame: interprets one code object's bytecode over Variables.
+
+A Frame holds the value stack, the locals and cells, and the instruction pointer; each
+instruction is dispatched to its handler in the opcode table. Calls into user functions
+create a child Frame (inlining); the root Frame is the compiled function itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+import types
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from bytecode import Bytecode, Instr, Label
+
+from ember.capture.bytecode.registry import handler_for
+from ember.capture.unsupported import Unsupported
+from ember.capture.variables.base import Variable
+from ember.capture.variables.containers import DictVariable, IteratorVariable, TupleVariable
+from ember.capture.variables.functions import CellVariable, FunctionVariable
+from ember.prims import SourceLocation
+
+if TYPE_CHECKING:
+    from ember.capture.session import CaptureSession
+
+MAX_INLINE_DEPTH = 64
+_GENERATOR_FLAGS = inspect.CO_GENERATOR
+_ASYNC_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
+@lru_cache(maxsize=512)
+def decode(code: types.CodeType) -> tuple[list[Instr], dict[Label, int]]:
+    """The instructions of `code` (pseudo-instructions dropped) and each label's index."""
+    instructions: list[Instr] = []
+    labels: dict[Label, int] = {}
+    for item in Bytecode.from_code(code):
+        if isinstance(item, Label):
+            labels[item] = len(instructions)
+        elif isinstance(item, Instr):
+            instructions.append(item)
+    return instructions, labels
+
+
+class Frame:
+    """One code object being interpreted."""
+
+    def __init__(
+        self,
+        session: CaptureSession,
+        code: types.CodeType,
+        globals_dict: dict[str, Any],
+        local_values: dict[str, Variable],
+        closure: list[CellVariable],
+        parent: Frame | None = None,
+        root_arguments: dict[str, Any] | None = None,
+    ) -> None:
+        self.session = session
+        self.code = code
+        self.globals = globals_dict
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.instructions, self.labels = decode(code)
+        self.stack: list[Variable] = []
+        self.locals: dict[str, Variable] = dict(local_values)
+        # The root frame wraps its arguments lazily, on first read, so guards say where.
+        self.pending_arguments: dict[str, Any] = dict(root_arguments or {})
+        self.cells: dict[str, CellVariable] = {name: CellVariable() for name in code.co_cellvars}
+        self.cells.update(zip(code.co_freevars, closure))
+        self.kw_names: tuple[str, ...] = ()
+        self.pc = 0
+        self.lineno = code.co_firstlineno
+        self.returned: Variable | None = None
+        self.yielded: list[Variable] | None = [] if code.co_flags & _GENERATOR_FLAGS else None
+
+    # ---- running -------------------------------------------------------------------------
+
+    def run(self) -> Variable:
+        """Interpret until RETURN_VALUE; a generator returns an iterator of what it yielded."""
+        if self.code.co_flags & _ASYNC_FLAGS:
+            raise Unsupported("async functions and coroutines", location=self.location())
+        instructions = self.instructions
+        while self.returned is None:
+            instr = instructions[self.pc]
+            self.pc += 1
+            if instr.lineno is not None and instr.lineno != self.lineno:
+                self.lineno = instr.lineno
+            self.session.location = self.location()
+            try:
+                handler_for(instr.name)(self, instr)
+            except Unsupported as error:
+                raise error.at(self.location()) from None
+        if self.yielded is not None:
+            return IteratorVariable(self.yielded)
+        return self.returned
+
+    def location(self) -> SourceLocation:
+        code = self.code
+        text = linecache.getline(code.co_filename, self.lineno).strip()
+        return SourceLocation(code.co_filename, self.lineno, code.co_name, text)
+
+    def jump(self, label: Label) -> None:
+        self.pc = self.labels[label]
+
+    # ---- stack ---------------------------------------------------------------------------
+
+    def push(self, value: Variable) -> None:
+        self.stack.append(value)
+
+    def pop(self) -> Variable:
+        return self.stack.pop()
+
+    def popn(self, count: int) -> list[Variable]:
+        if count == 0:
+            return []
+        values = self.stack[-count:]
+        del self.stack[-count:]
+        return values
+
+    def top(self) -> Variable:
+        return self.stack[-1]
+
+    # ---- names ---------------------------------------------------------------------------
+
+    def load_local(self, name: str) -> Variable:
+        value = self.locals.get(name)
+        if value is None and name in self.pending_arguments:
+            from ember.capture.guards.source import LocalSource
+            from ember.capture.variables.builder import wrap
+
+            value = wrap(self, self.pending_arguments.pop(name), LocalSource(name))
+            self.locals[name] = value
+        if value is None:
+            raise Unsupported(f"reading the unbound local variable {name!r} (UnboundLocalError)")
+        return value
+
+    def store_local(self, name: str, value: Variable) -> None:
+        self.pending_arguments.pop(name, None)
+        self.locals[name] = value
+
+    def load_global(self, name: str) -> Variable:
+        from ember.capture.guards.source import GlobalSource
+        from ember.capture.variables.builder import wrap, wrap_result
+
+        if name in self.globals:
+            module = "" if self.globals is self.session.globals else self.globals.get("__name__")
+            if module is None:
+                return wrap_result(self, self.globals[name])
+            return wrap(self, self.globals[name], GlobalSource(name, module))
+        builtins_table = self.globals.get("__builtins__", __builtins__)
+        if isinstance(builtins_table, types.ModuleType):
+            builtins_table = vars(builtins_table)
+        if name not in builtins_table:
+            raise Unsupported(f"reading the undefined name {name!r} (NameError)")
+        return wrap_result(self, builtins_table[name])
+
+    # ---- calls ---------------------------------------------------------------------------
+
+    def call(self, fn: Variable, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return fn.call(self, args, kwargs)
+
+    def inline(
+        self, fn: FunctionVariable, args: list[Variable], kwargs: dict[str, Variable]
+    ) -> Variable:
+        """Call a user function by interpreting its bytecode in a child frame."""
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise Unsupported("recursion deeper than ember.capture inlines (64 calls)")
+        local_values = bind_arguments(fn, args, kwargs)
+        child = Frame(self.session, fn.code, fn.globals, local_values, fn.closure, parent=self)
+        result = child.run()
+        self.session.location = self.location()
+        return result
+
+
+def bind_arguments(
+    fn: FunctionVariable, args: list[Variable], kwargs: dict[str, Variable]
+) -> dict[str, Variable]:
+    """Match a call's arguments to the function's parameters, as CPython does."""
+    code = fn.code
+    names = code.co_varnames
+    positional = names[: code.co_argcount]
+    kwonly = names[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
+    index = code.co_argcount + code.co_kwonlyargcount
+    star = names[index] if code.co_flags & inspect.CO_VARARGS else None
+    index += 1 if star else 0
+    starstar = names[index] if code.co_flags & inspect.CO_VARKEYWORDS else None
+    bound: dict[str, Variable] = {}
+    for name, value in zip(positional, args):
+        bound[name] = value
+    extra = args[len(positional) :]
+    if extra and star is None:
+        raise Unsupported(f"calling {fn.name} with too many positional arguments (TypeError)")
+    if star is not None:
+        bound[star] = TupleVariable(list(extra))
+    rest: dict[str, Variable] = {}
+    posonly = set(positional[: code.co_posonlyargcount])
+    for key, value in kwargs.items():
+        if key in bound and key not in posonly:
+            raise Unsupported(f"calling {fn.name} with {key!r} twice (TypeError)")
+        if (key in positional and key not in posonly) or key in kwonly:
+            bound[key] = value
+        elif starstar is not None:
+            rest[key] = value
+        else:
+            raise Unsupported(f"calling {fn.name} with the unknown keyword {key!r} (TypeError)")
+    defaults = fn.defaults
+    first_default = len(positional) - len(defaults)
+    for position, name in enumerate(positional):
+        if name not in bound:
+            if position < first_default:
+                raise Unsupported(f"calling {fn.name} without argument {name!r} (TypeError)")
+            bound[name] = defaults[position - first_default]
+    for name in kwonly:
+        if name not in bound:
+            if name not in fn.kwdefaults:
+                raise Unsupported(f"calling {fn.name} without argument {name!r} (TypeError)")
+            bound[name] = fn.kwdefaults[name]
+    if starstar is not None:
+        bound[starstar] = DictVariable(rest)
+    return bound

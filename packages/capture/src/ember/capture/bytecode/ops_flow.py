@@ -1,0 +1,202 @@
+"""Handlers for control flow and calls: jumps, loops, returns, calls, function creation,
+`with` blocks and generators (run to completion, collecting what they yield).
+"""
+
+from __future__ import annotations
+
+from bytecode import Instr
+
+from ember.capture.bytecode.frame import Frame
+from ember.capture.bytecode.registry import handler
+from ember.capture.unsupported import Unsupported
+from ember.capture.variables.base import NULL, Variable
+from ember.capture.variables.constant import ConstantVariable
+from ember.capture.variables.containers import DictVariable, IteratorVariable
+from ember.capture.variables.functions import CellVariable, FunctionVariable
+from ember.capture.variables.torch import GradModeVariable
+
+PY311 = ((3, 11),)
+PY312 = ((3, 12),)
+
+
+@handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
+def jump(frame: Frame, instr: Instr) -> None:
+    frame.jump(instr.arg)
+
+
+def _jump_if(frame: Frame, instr: Instr, when: bool) -> None:
+    if frame.pop().truth(frame) is when:
+        frame.jump(instr.arg)
+
+
+@handler("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", versions=PY311)
+@handler("POP_JUMP_IF_TRUE", versions=PY312)
+def pop_jump_if_true(frame: Frame, instr: Instr) -> None:
+    _jump_if(frame, instr, True)
+
+
+@handler("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", versions=PY311)
+@handler("POP_JUMP_IF_FALSE", versions=PY312)
+def pop_jump_if_false(frame: Frame, instr: Instr) -> None:
+    _jump_if(frame, instr, False)
+
+
+def _is_none(value: Variable) -> bool:
+    return value.is_constant() and value.constant() is None
+
+
+@handler("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", versions=PY311)
+@handler("POP_JUMP_IF_NONE", versions=PY312)
+def pop_jump_if_none(frame: Frame, instr: Instr) -> None:
+    if _is_none(frame.pop()):
+        frame.jump(instr.arg)
+
+
+@handler("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", versions=PY311)
+@handler("POP_JUMP_IF_NOT_NONE", versions=PY312)
+def pop_jump_if_not_none(frame: Frame, instr: Instr) -> None:
+    if not _is_none(frame.pop()):
+        frame.jump(instr.arg)
+
+
+@handler("JUMP_IF_TRUE_OR_POP", versions=PY311)
+def jump_if_true_or_pop(frame: Frame, instr: Instr) -> None:
+    if frame.top().truth(frame):
+        frame.jump(instr.arg)
+    else:
+        frame.pop()
+
+
+@handler("JUMP_IF_FALSE_OR_POP", versions=PY311)
+def jump_if_false_or_pop(frame: Frame, instr: Instr) -> None:
+    if not frame.top().truth(frame):
+        frame.jump(instr.arg)
+    else:
+        frame.pop()
+
+
+@handler("GET_ITER")
+def get_iter(frame: Frame, instr: Instr) -> None:
+    value = frame.pop()
+    frame.push(
+        value if isinstance(value, IteratorVariable) else IteratorVariable(value.items(frame))
+    )
+
+
+@handler("FOR_ITER")
+def for_iter(frame: Frame, instr: Instr) -> None:
+    iterator = frame.top()
+    assert isinstance(iterator, IteratorVariable)
+    value = iterator.next()
+    if value is not None:
+        frame.push(value)
+        return
+    frame.pop()
+    frame.jump(instr.arg)
+    # 3.12 jumps past the END_FOR that ends the loop (it pops for the other exit path).
+    if frame.pc < len(frame.instructions) and frame.instructions[frame.pc].name == "END_FOR":
+        frame.pc += 1
+
+
+@handler("RETURN_VALUE")
+def return_value(frame: Frame, instr: Instr) -> None:
+    frame.returned = frame.pop()
+
+
+@handler("RETURN_CONST", versions=PY312)
+def return_const(frame: Frame, instr: Instr) -> None:
+    from ember.capture.bytecode.ops_names import constant_variable
+
+    frame.returned = constant_variable(instr.arg)
+
+
+@handler("RETURN_GENERATOR")
+def return_generator(frame: Frame, instr: Instr) -> None:
+    if frame.yielded is None:
+        raise Unsupported("a generator outside a generator function")
+    frame.push(ConstantVariable(None))
+
+
+@handler("YIELD_VALUE")
+def yield_value(frame: Frame, instr: Instr) -> None:
+    if frame.yielded is None:
+        raise Unsupported("yield outside a generator")
+    frame.yielded.append(frame.pop())
+    frame.push(ConstantVariable(None))  # what send() would deliver: generators run eagerly
+
+
+@handler("KW_NAMES")
+def kw_names(frame: Frame, instr: Instr) -> None:
+    frame.kw_names = tuple(instr.arg)
+
+
+@handler("CALL")
+def call(frame: Frame, instr: Instr) -> None:
+    args = frame.popn(instr.arg)
+    names, frame.kw_names = frame.kw_names, ()
+    below, callable_or_self = frame.popn(2)
+    if below is NULL:
+        fn = callable_or_self
+    else:
+        fn, args = below, [callable_or_self, *args]
+    split = len(args) - len(names)
+    kwargs = dict(zip(names, args[split:]))
+    frame.push(frame.call(fn, args[:split], kwargs))
+
+
+@handler("CALL_FUNCTION_EX")
+def call_function_ex(frame: Frame, instr: Instr) -> None:
+    kwargs_variable = frame.pop() if instr.arg & 0x01 else DictVariable({})
+    args = frame.pop().items(frame)
+    fn = frame.pop()
+    if frame.stack and frame.top() is NULL:
+        frame.pop()
+    if not isinstance(kwargs_variable, DictVariable):
+        raise Unsupported(f"unpacking {kwargs_variable.describe()} with **")
+    kwargs = {str(key): value for key, value in kwargs_variable.entries.items()}
+    frame.push(frame.call(fn, args, kwargs))
+
+
+@handler("MAKE_FUNCTION")
+def make_function(frame: Frame, instr: Instr) -> None:
+    code = frame.pop().constant()
+    closure = frame.pop().items(frame) if instr.arg & 0x08 else []
+    if instr.arg & 0x04:
+        frame.pop()  # annotations
+    kwdefaults = frame.pop() if instr.arg & 0x02 else DictVariable({})
+    defaults = frame.pop().items(frame) if instr.arg & 0x01 else []
+    assert isinstance(kwdefaults, DictVariable)
+    cells = [cell for cell in closure if isinstance(cell, CellVariable)]
+    frame.push(
+        FunctionVariable(
+            code,
+            frame.globals,
+            name=code.co_qualname,
+            defaults=defaults,
+            kwdefaults={str(key): value for key, value in kwdefaults.entries.items()},
+            closure=cells,
+        )
+    )
+
+
+class _ExitVariable(Variable):
+    """The bound `__exit__` that BEFORE_WITH leaves on the stack."""
+
+    def __init__(self, manager: GradModeVariable) -> None:
+        self.manager = manager
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        self.manager.exit(frame)
+        return ConstantVariable(None)
+
+
+@handler("BEFORE_WITH")
+def before_with(frame: Frame, instr: Instr) -> None:
+    manager = frame.pop()
+    if not isinstance(manager, GradModeVariable):
+        raise Unsupported(
+            f"a `with` block over {manager.describe()}",
+            "ember.compile models `with torch.no_grad()` / `enable_grad()` / `set_grad_enabled()`",
+        )
+    frame.push(_ExitVariable(manager))
+    frame.push(manager.enter(frame))

@@ -1,0 +1,160 @@
+"""Handlers for stack shuffling and names: locals, constants, globals, cells, attributes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bytecode import CellVar, FreeVar, Instr
+
+from ember.capture.bytecode.frame import Frame
+from ember.capture.bytecode.registry import handler
+from ember.capture.variables.base import NULL, Variable
+from ember.capture.variables.constant import ConstantVariable
+from ember.capture.variables.containers import TupleVariable
+
+PY311 = ((3, 11),)
+PY312 = ((3, 12),)
+
+
+class _Cleared(Variable):
+    """What LOAD_FAST_AND_CLEAR pushes for a local that was unbound (3.12 comprehensions)."""
+
+
+CLEARED = _Cleared()
+
+
+@handler("NOP", "RESUME", "PRECALL", "EXTENDED_ARG", "CACHE")
+def nop(frame: Frame, instr: Instr) -> None:
+    pass
+
+
+@handler("POP_TOP")
+def pop_top(frame: Frame, instr: Instr) -> None:
+    frame.pop()
+
+
+@handler("END_FOR", versions=PY312)
+def end_for(frame: Frame, instr: Instr) -> None:
+    frame.popn(2)
+
+
+@handler("PUSH_NULL")
+def push_null(frame: Frame, instr: Instr) -> None:
+    frame.push(NULL)
+
+
+@handler("COPY")
+def copy(frame: Frame, instr: Instr) -> None:
+    frame.push(frame.stack[-instr.arg])
+
+
+@handler("SWAP")
+def swap(frame: Frame, instr: Instr) -> None:
+    stack = frame.stack
+    stack[-1], stack[-instr.arg] = stack[-instr.arg], stack[-1]
+
+
+def constant_variable(value: Any) -> Variable:
+    if type(value) is tuple:
+        return TupleVariable([constant_variable(item) for item in value])
+    return ConstantVariable(value)
+
+
+@handler("LOAD_CONST")
+def load_const(frame: Frame, instr: Instr) -> None:
+    frame.push(constant_variable(instr.arg))
+
+
+@handler("LOAD_FAST", "LOAD_FAST_CHECK")
+def load_fast(frame: Frame, instr: Instr) -> None:
+    if isinstance(instr.arg, (CellVar, FreeVar)):  # 3.12 loads closure cells with LOAD_FAST
+        frame.push(frame.cells[instr.arg.name])
+        return
+    frame.push(frame.load_local(instr.arg))
+
+
+@handler("LOAD_FAST_AND_CLEAR", versions=PY312)
+def load_fast_and_clear(frame: Frame, instr: Instr) -> None:
+    value = frame.locals.pop(instr.arg, None)
+    frame.push(value if value is not None else CLEARED)
+
+
+@handler("STORE_FAST")
+def store_fast(frame: Frame, instr: Instr) -> None:
+    value = frame.pop()
+    if value is CLEARED:
+        frame.locals.pop(instr.arg, None)
+    else:
+        frame.store_local(instr.arg, value)
+
+
+@handler("DELETE_FAST")
+def delete_fast(frame: Frame, instr: Instr) -> None:
+    frame.locals.pop(instr.arg, None)
+
+
+@handler("LOAD_GLOBAL")
+def load_global(frame: Frame, instr: Instr) -> None:
+    push_null_first, name = instr.arg
+    if push_null_first:
+        frame.push(NULL)
+    frame.push(frame.load_global(name))
+
+
+@handler("MAKE_CELL")
+def make_cell(frame: Frame, instr: Instr) -> None:
+    name = instr.arg.name
+    cell = frame.cells[name]
+    if name in frame.locals or name in frame.pending_arguments:
+        cell.contents = frame.load_local(name)
+        frame.locals.pop(name, None)
+
+
+@handler("COPY_FREE_VARS")
+def copy_free_vars(frame: Frame, instr: Instr) -> None:
+    pass  # the closure's cells were installed when the frame was made
+
+
+@handler("LOAD_CLOSURE")
+def load_closure(frame: Frame, instr: Instr) -> None:
+    frame.push(frame.cells[instr.arg.name])
+
+
+@handler("LOAD_DEREF")
+def load_deref(frame: Frame, instr: Instr) -> None:
+    name = instr.arg.name
+    frame.push(frame.cells[name].load(frame, name))
+
+
+@handler("STORE_DEREF")
+def store_deref(frame: Frame, instr: Instr) -> None:
+    frame.cells[instr.arg.name].store(frame.pop())
+
+
+@handler("LOAD_ATTR", versions=PY311)
+def load_attr_311(frame: Frame, instr: Instr) -> None:
+    owner = frame.pop()
+    frame.push(owner.getattr(frame, instr.arg))
+
+
+@handler("LOAD_METHOD", versions=PY311)
+def load_method(frame: Frame, instr: Instr) -> None:
+    owner = frame.pop()
+    frame.push(NULL)
+    frame.push(owner.getattr(frame, instr.arg))
+
+
+@handler("LOAD_ATTR", versions=PY312)
+def load_attr_312(frame: Frame, instr: Instr) -> None:
+    is_method, name = instr.arg
+    owner = frame.pop()
+    if is_method:
+        frame.push(NULL)
+    frame.push(owner.getattr(frame, name))
+
+
+@handler("STORE_ATTR")
+def store_attr(frame: Frame, instr: Instr) -> None:
+    owner = frame.pop()
+    value = frame.pop()
+    owner.setattr(frame, instr.arg, value)

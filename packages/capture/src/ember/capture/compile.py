@@ -1,0 +1,192 @@
+"""`compile()`, `reset()` and `disable()`: the user-facing entry points of capture.
+
+`compile(fn)` returns a function with `fn`'s signature that, on each call, looks for a cache
+entry whose guards hold and runs it; on a miss it captures the call (see translate.py).
+`compile(module)` returns a module of a derived class that shares the original's `__dict__`
+(parameters, buffers, submodules, attributes, state_dict) and whose `forward` is compiled.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from torch import nn
+
+from ember.capture import logs
+from ember.capture.backends.registry import Backend, lookup_backend
+from ember.capture.bytecode.frame import decode
+from ember.capture.cache import CACHE, RecompileLimitWarning
+from ember.capture.codegen import dispatcher_function
+from ember.capture.translate import FUNCTION_KEY, capture_call
+from ember.capture.variables.functions import DISABLED_CODES
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CompiledFunction:
+    """The state behind one compile() of one function: its backend and cache entries."""
+
+    def __init__(self, fn: types.FunctionType, backend: Backend, name: str) -> None:
+        self.fn = fn
+        self.code = fn.__code__
+        self.globals = fn.__globals__
+        self.backend = backend
+        self.backend_name = name
+        self.captures = 0
+        self.recompile_reasons: list[str] = []
+        self.eager_fallbacks = 0
+
+    def dispatch(self, arguments: dict[str, Any]) -> Any:
+        arguments[FUNCTION_KEY] = self.fn
+        table = CACHE.entries(self.code, id(self))
+        for entry in table.entries:
+            if entry.check.check(arguments, self.globals):
+                return entry.entry(arguments)
+        if table.entries:
+            reason = table.entries[-1].check.failure(arguments, self.globals)
+            if len(table.entries) >= CACHE.limit:
+                return self._run_eagerly(table, arguments, reason)
+            self.recompile_reasons.append(reason)
+            logs.recompiles.info(
+                "Recompiling %s (%s): %s", self.fn.__qualname__, self._where(), reason
+            )
+        entry = capture_call(self.fn, arguments, self.backend)
+        self.captures += 1
+        table.entries.append(entry)
+        return entry.entry(arguments)
+
+    def _run_eagerly(self, table: Any, arguments: dict[str, Any], reason: str) -> Any:
+        if not table.warned:
+            table.warned = True
+            warnings.warn(
+                f"ember.compile: {self.fn.__qualname__} ({self._where()}) was recompiled "
+                f"{CACHE.limit} times, the cache size limit; it now runs eagerly for inputs "
+                f"no cached graph accepts. Last reason: {reason}. Keep that input stable or "
+                "raise EMBER_CACHE_SIZE_LIMIT.",
+                RecompileLimitWarning,
+                stacklevel=4,
+            )
+        self.eager_fallbacks += 1
+        return call_with_arguments(self.fn, arguments)
+
+    def _where(self) -> str:
+        return f"{self.code.co_filename.rsplit('/', 1)[-1]}:{self.code.co_firstlineno}"
+
+
+def call_with_arguments(fn: types.FunctionType, arguments: dict[str, Any]) -> Any:
+    """Call `fn` with a parameter-name -> value dict (the inverse of binding)."""
+    code = fn.__code__
+    names = code.co_varnames
+    positional = [arguments[name] for name in names[: code.co_argcount]]
+    index = code.co_argcount + code.co_kwonlyargcount
+    keywords = {name: arguments[name] for name in names[code.co_argcount : index]}
+    if code.co_flags & inspect.CO_VARARGS:
+        positional.extend(arguments[names[index]])
+        index += 1
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        keywords.update(arguments[names[index]])
+    return fn(*positional, **keywords)
+
+
+def _backend(backend: str | Backend) -> tuple[Backend, str]:
+    if isinstance(backend, str):
+        return lookup_backend(backend), backend
+    if not callable(backend):
+        raise TypeError(f"backend must be a name or a callable, got {type(backend).__name__}")
+    return backend, getattr(backend, "__name__", type(backend).__name__)
+
+
+@overload
+def compile(fn_or_module: F, **options: Any) -> F: ...  # noqa: A001
+
+
+@overload
+def compile(fn_or_module: None = None, **options: Any) -> Callable[[F], F]: ...  # noqa: A001
+
+
+def compile(  # noqa: A001 - mirrors torch.compile
+    fn_or_module: Any = None,
+    *,
+    backend: str | Backend = "inductor",
+    mode: str | None = None,
+    dynamic: bool | None = None,
+    fullgraph: bool = False,
+    options: dict[str, Any] | None = None,
+) -> Any:
+    """Compile a function or nn.Module; with no target, return a decorator.
+
+    `backend` is a registered name (`ember.capture.list_backends()`) or a callable taking the
+    captured Graph and example inputs. `mode`, `dynamic` and `options` are passed through
+    for the layers below; this release specializes on every size (TODO(issue 6): dynamic).
+    `fullgraph=True` is implied until graph breaks land (unsupported code raises).
+    """
+    if fn_or_module is None:
+        return functools.partial(
+            compile,
+            backend=backend,
+            mode=mode,
+            dynamic=dynamic,
+            fullgraph=fullgraph,
+            options=options,
+        )
+    compiler, name = _backend(backend)
+    if isinstance(fn_or_module, nn.Module):
+        return _compile_module(fn_or_module, compiler, name)
+    fn = fn_or_module
+    if getattr(fn, "_ember_compiled", None) is not None:
+        fn = fn._ember_compiled.fn
+    if isinstance(fn, types.MethodType):
+        bound_self = fn.__self__
+        return types.MethodType(_compile_function(fn.__func__, compiler, name), bound_self)
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"ember.compile takes a Python function or an nn.Module, got {fn!r}")
+    return _compile_function(fn, compiler, name)
+
+
+def _compile_function(fn: types.FunctionType, compiler: Backend, name: str) -> Any:
+    state = CompiledFunction(fn, compiler, name)
+    wrapper = dispatcher_function(fn, state.dispatch)
+    functools.update_wrapper(wrapper, fn)
+    wrapper._ember_compiled = state  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _compile_module(module: nn.Module, compiler: Backend, name: str) -> nn.Module:
+    cls = type(module)
+    original = getattr(cls, "_ember_original_class", cls)
+    forward = original.forward
+    if not isinstance(forward, types.FunctionType):
+        raise TypeError(f"{original.__name__}.forward is not a Python function")
+    namespace = {
+        "forward": _compile_function(forward, compiler, name),
+        "_ember_original_class": original,
+        "__module__": original.__module__,
+        "__qualname__": original.__qualname__,
+    }
+    derived = type(original.__name__, (original,), namespace)
+    compiled = object.__new__(derived)
+    # One __dict__ for both: parameters, buffers, submodules and attributes read and write
+    # through, and state_dict() is the original's.
+    compiled.__dict__ = module.__dict__
+    return compiled
+
+
+def reset() -> None:
+    """Forget every captured graph; the next call of each compiled function captures again."""
+    CACHE.reset()
+    decode.cache_clear()
+
+
+def disable(fn: F) -> F:
+    """Never capture `fn`: calling it runs eagerly, and capture refuses to inline it."""
+    compiled = getattr(fn, "_ember_compiled", None)
+    target = compiled.fn if compiled is not None else fn
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        DISABLED_CODES.add(code)
+    return target  # type: ignore[no-any-return]

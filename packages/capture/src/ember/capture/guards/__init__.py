@@ -1,0 +1,23 @@
+"""Guards: the conditions under which a captured graph may be reused, and their check."""
+
+from ember.capture.guards.check import GuardCheck, build_check
+from ember.capture.guards.kinds import Guard, GuardKind
+from ember.capture.guards.source import (
+    AttrSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    Source,
+)
+
+__all__ = [
+    "AttrSource",
+    "GlobalSource",
+    "Guard",
+    "GuardCheck",
+    "GuardKind",
+    "ItemSource",
+    "LocalSource",
+    "Source",
+    "build_check",
+]

@@ -1,0 +1,185 @@
+"""Guard kinds: one assumption a captured graph makes, how to check it, how to explain a miss.
+
+Each guard turns into one Python expression over the frame's arguments `L` and globals `G`
+(constants it needs go into a shared namespace), and can say in user terms why it failed:
+"x.shape[0] changed from 8 to 16, seen at model.py:12".
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ember.capture.guards.source import GlobalSource, Source
+from ember.prims import SourceLocation
+
+
+class GuardKind(str, enum.Enum):
+    """What a guard checks."""
+
+    TYPE = "type"  # type(v) is T
+    ID = "id"  # v is the very object seen while capturing
+    CONSTANT = "constant"  # type and value of a Python constant (int, str, dtype, ...)
+    LENGTH = "length"  # len(v) of a list or tuple
+    DICT_KEYS = "dict_keys"  # the keys of a dict, in order
+    TENSOR = "tensor"  # type, dtype, device, shape, stride, requires_grad of a tensor
+    GRAD_MODE = "grad_mode"  # torch.is_grad_enabled()
+    TRAINING = "training"  # an nn.Module's training flag
+    SAME_OBJECT = "same_object"  # two sources name one tensor (a deduplicated graph input)
+
+
+@dataclass(frozen=True)
+class TensorFacts:
+    """What a tensor guard pins down."""
+
+    type: type
+    dtype: torch.dtype
+    device: torch.device
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    requires_grad: bool
+
+    @staticmethod
+    def of(tensor: torch.Tensor) -> TensorFacts:
+        return TensorFacts(
+            type(tensor),
+            tensor.dtype,
+            tensor.device,
+            tuple(tensor.shape),
+            tuple(tensor.stride()),
+            tensor.requires_grad,
+        )
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One assumption. `expected` depends on the kind (see GuardKind)."""
+
+    kind: GuardKind
+    source: Source | None
+    expected: Any
+    seen_at: SourceLocation | None = None
+
+    # ---- checking ------------------------------------------------------------------------
+
+    def expr(self, namespace: dict[str, Any]) -> str:
+        """A Python expression that is true when the guard holds."""
+        value = self.source.expr() if self.source is not None else ""
+        const = _constant(namespace, self.expected)
+        if self.kind is GuardKind.TYPE:
+            return f"type({value}) is {const}"
+        if self.kind is GuardKind.ID:
+            return f"{value} is {const}"
+        if self.kind in (GuardKind.CONSTANT, GuardKind.TRAINING):
+            kind_const = _constant(namespace, type(self.expected))
+            return f"(type(__v := {value}) is {kind_const} and __v == {const})"
+        if self.kind is GuardKind.LENGTH:
+            return f"len({value}) == {self.expected!r}"
+        if self.kind is GuardKind.DICT_KEYS:
+            return f"tuple({value}.keys()) == {const}"
+        if self.kind is GuardKind.GRAD_MODE:
+            grad = _constant(namespace, torch.is_grad_enabled)
+            return f"{grad}() is {self.expected!r}"
+        if self.kind is GuardKind.SAME_OBJECT:
+            assert isinstance(self.expected, Source)
+            return f"{value} is {self.expected.expr()}"
+        if self.kind is GuardKind.TENSOR:
+            facts: TensorFacts = self.expected
+            names = [_constant(namespace, item) for item in (facts.type, facts.dtype, facts.device)]
+            return (
+                f"(type(__t := {value}) is {names[0]} and __t.dtype is {names[1]} "
+                f"and __t.device == {names[2]} and __t.shape == {facts.shape!r} "
+                f"and __t.stride() == {facts.stride!r} "
+                f"and __t.requires_grad is {facts.requires_grad!r})"
+            )
+        raise AssertionError(self.kind)
+
+    # ---- explaining ----------------------------------------------------------------------
+
+    def failure(self, arguments: dict[str, Any], globals_dict: dict[str, Any]) -> str | None:
+        """Why the guard fails for these arguments, in user terms; None when it holds."""
+        namespace: dict[str, Any] = {"sys": sys}
+        check = eval(f"lambda L, G: {self.expr(namespace)}", namespace)  # noqa: S307
+        try:
+            if check(arguments, globals_dict):
+                return None
+        except Exception:  # noqa: BLE001 - a missing attribute or index is itself a change
+            return f"{self._subject()} can no longer be read{self._where()}"
+        return self._describe(arguments, globals_dict) + self._where()
+
+    def _subject(self) -> str:
+        if self.source is None:
+            return "the program"
+        prefix = "global " if _is_global(self.source) else ""
+        return f"{prefix}{self.source.name()}"
+
+    def _where(self) -> str:
+        return f", seen at {self.seen_at.short()}" if self.seen_at is not None else ""
+
+    def _describe(self, arguments: dict[str, Any], globals_dict: dict[str, Any]) -> str:
+        if self.kind is GuardKind.GRAD_MODE:
+            return f"grad mode changed from {_on(self.expected)} to {_on(not self.expected)}"
+        assert self.source is not None
+        subject = self._subject()
+        actual = self.source.read(arguments, globals_dict)
+        if self.kind is GuardKind.TYPE:
+            return (
+                f"type of {subject} changed from {_tname(self.expected)} to {_tname(type(actual))}"
+            )
+        if self.kind is GuardKind.ID:
+            return f"{subject} is a different object than when it was captured"
+        if self.kind is GuardKind.SAME_OBJECT:
+            return f"{subject} and {self.expected.name()} are no longer the same tensor"
+        if self.kind in (GuardKind.CONSTANT, GuardKind.TRAINING):
+            return f"{subject} changed from {self.expected!r} to {actual!r}"
+        if self.kind is GuardKind.LENGTH:
+            return f"len({subject}) changed from {self.expected} to {len(actual)}"
+        if self.kind is GuardKind.DICT_KEYS:
+            return f"the keys of {subject} changed from {list(self.expected)} to {list(actual)}"
+        return _tensor_change(subject, self.expected, actual)
+
+
+def _tensor_change(subject: str, facts: TensorFacts, actual: Any) -> str:
+    if type(actual) is not facts.type:
+        return f"type of {subject} changed from {_tname(facts.type)} to {_tname(type(actual))}"
+    if actual.dtype != facts.dtype:
+        return f"{subject}.dtype changed from {facts.dtype} to {actual.dtype}"
+    if actual.device != facts.device:
+        return f"{subject}.device changed from {facts.device} to {actual.device}"
+    shape = tuple(actual.shape)
+    if len(shape) != len(facts.shape):
+        return f"{subject}.ndim changed from {len(facts.shape)} to {len(shape)}"
+    for dim, (old, new) in enumerate(zip(facts.shape, shape)):
+        if old != new:
+            return f"{subject}.shape[{dim}] changed from {old} to {new}"
+    if tuple(actual.stride()) != facts.stride:
+        return f"{subject}.stride() changed from {facts.stride} to {tuple(actual.stride())}"
+    return f"{subject}.requires_grad changed from {facts.requires_grad} to {actual.requires_grad}"
+
+
+def _constant(namespace: dict[str, Any], value: Any) -> str:
+    name = f"___c{len(namespace)}"
+    namespace[name] = value
+    return name
+
+
+def _is_global(source: Source) -> bool:
+    while True:
+        if isinstance(source, GlobalSource):
+            return True
+        base = getattr(source, "base", None)
+        if base is None:
+            return False
+        source = base
+
+
+def _tname(kind: type) -> str:
+    return kind.__qualname__
+
+
+def _on(enabled: bool) -> str:
+    return "enabled" if enabled else "disabled"

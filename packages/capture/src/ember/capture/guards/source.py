@@ -1,0 +1,136 @@
+"""Sources: where a value of the captured frame comes from (`x`, `self.linear.weight`, `xs[0]`).
+
+A source can be read three ways: as a Python expression over the frame's arguments `L` and
+globals `G` (guard checks), as `bytecode` instructions (the generated entry function), and
+as the name the user wrote (messages).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from bytecode import Instr
+
+
+class Source:
+    """Base class: a path from the frame's arguments or globals to a value."""
+
+    def expr(self) -> str:
+        """A Python expression over `L` (arguments) and `G` (globals)."""
+        raise NotImplementedError
+
+    def name(self) -> str:
+        """The value as the user's code spells it."""
+        raise NotImplementedError
+
+    def emit(self, load_locals: list[Instr], globals_dict: dict[str, Any]) -> list[Instr]:
+        """Instructions that push the value, given instructions that push `L`."""
+        raise NotImplementedError
+
+    def read(self, arguments: dict[str, Any], globals_dict: dict[str, Any]) -> Any:
+        namespace = {"L": arguments, "G": globals_dict, "sys": sys}
+        return eval(self.expr(), namespace)  # noqa: S307
+
+    def __str__(self) -> str:
+        return self.name()
+
+
+@dataclass(frozen=True)
+class LocalSource(Source):
+    """An argument of the compiled function."""
+
+    local: str
+
+    def expr(self) -> str:
+        return f"L[{self.local!r}]"
+
+    def name(self) -> str:
+        return self.local
+
+    def emit(self, load_locals: list[Instr], globals_dict: dict[str, Any]) -> list[Instr]:
+        return [*load_locals, Instr("LOAD_CONST", self.local), Instr("BINARY_SUBSCR")]
+
+
+@dataclass(frozen=True)
+class GlobalSource(Source):
+    """A global: of the compiled function's module (`module` empty) or of another module."""
+
+    global_name: str
+    module: str = ""
+
+    def expr(self) -> str:
+        if not self.module:
+            return f"G[{self.global_name!r}]"
+        return f"sys.modules[{self.module!r}].__dict__[{self.global_name!r}]"
+
+    def name(self) -> str:
+        return self.global_name if not self.module else f"{self.module}.{self.global_name}"
+
+    def emit(self, load_locals: list[Instr], globals_dict: dict[str, Any]) -> list[Instr]:
+        table = globals_dict if not self.module else vars(sys.modules[self.module])
+        return [
+            Instr("LOAD_CONST", table),
+            Instr("LOAD_CONST", self.global_name),
+            Instr("BINARY_SUBSCR"),
+        ]
+
+
+@dataclass(frozen=True)
+class AttrSource(Source):
+    """An attribute of another source's value."""
+
+    base: Source
+    attr: str
+
+    def expr(self) -> str:
+        if self.attr.isidentifier():
+            return f"{self.base.expr()}.{self.attr}"
+        return f"getattr({self.base.expr()}, {self.attr!r})"
+
+    def name(self) -> str:
+        if self.attr.isidentifier():
+            return f"{self.base.name()}.{self.attr}"
+        return f"{self.base.name()}[{self.attr}]"
+
+    def emit(self, load_locals: list[Instr], globals_dict: dict[str, Any]) -> list[Instr]:
+        base = self.base.emit(load_locals, globals_dict)
+        if not self.attr.isidentifier():
+            return [
+                Instr("PUSH_NULL"),
+                Instr("LOAD_CONST", getattr),
+                *base,
+                Instr("LOAD_CONST", self.attr),
+                *call_instructions(2),
+            ]
+        arg: Any = (False, self.attr) if sys.version_info >= (3, 12) else self.attr
+        return [*base, Instr("LOAD_ATTR", arg)]
+
+
+@dataclass(frozen=True)
+class ItemSource(Source):
+    """An item (`[index]`) of another source's value."""
+
+    base: Source
+    index: Any
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}[{self.index!r}]"
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.index!r}]"
+
+    def emit(self, load_locals: list[Instr], globals_dict: dict[str, Any]) -> list[Instr]:
+        return [
+            *self.base.emit(load_locals, globals_dict),
+            Instr("LOAD_CONST", self.index),
+            Instr("BINARY_SUBSCR"),
+        ]
+
+
+def call_instructions(count: int) -> list[Instr]:
+    """The instructions that call a callable with `count` positional arguments."""
+    if sys.version_info >= (3, 12):
+        return [Instr("CALL", count)]
+    return [Instr("PRECALL", count), Instr("CALL", count)]

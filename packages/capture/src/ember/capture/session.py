@@ -1,0 +1,78 @@
+"""The state of one capture: the tracer recording the Graph, the guards emitted so far, the
+graph's tensor inputs with their sources, and the user line being interpreted.
+
+Every Frame of one capture (the compiled function and the calls it inlines) shares one
+session; it is passed explicitly, never global.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+from ember.capture.guards.kinds import Guard, GuardKind, TensorFacts
+from ember.capture.guards.source import AttrSource, Source
+from ember.capture.variables.tensor import TensorVariable
+from ember.prims import SourceLocation, Tracer
+
+
+@dataclass
+class TensorInput:
+    """One Graph input: the real tensor seen while capturing and where it is read from."""
+
+    source: Source
+    tensor: torch.Tensor
+    variable: TensorVariable
+
+
+@dataclass
+class CaptureSession:
+    """What one capture accumulates."""
+
+    tracer: Tracer
+    globals: dict[str, Any]
+    function_name: str
+    guards: list[Guard] = field(default_factory=list)
+    inputs: list[TensorInput] = field(default_factory=list)
+    location: SourceLocation | None = None
+    initial_grad_mode: bool = field(default_factory=torch.is_grad_enabled)
+    _guarded: set[tuple[GuardKind, Source | None]] = field(default_factory=set)
+    _inputs_by_id: dict[int, TensorInput] = field(default_factory=dict)
+
+    def guard(self, kind: GuardKind, source: Source | None, expected: Any) -> None:
+        """Record one assumption (once per kind and source)."""
+        key = (kind, source)
+        if key in self._guarded:
+            return
+        self._guarded.add(key)
+        self.guards.append(Guard(kind, source, expected, self.location))
+
+    def tensor_input(self, tensor: torch.Tensor, source: Source) -> TensorVariable:
+        """The Variable for a real tensor read from `source`, made a Graph input once."""
+        known = self._inputs_by_id.get(id(tensor))
+        if known is not None:
+            if known.source != source:
+                self.guard(GuardKind.TENSOR, source, TensorFacts.of(tensor))
+                self.guard(GuardKind.SAME_OBJECT, source, known.source)
+            return known.variable
+        self.guard(GuardKind.TENSOR, source, TensorFacts.of(tensor))
+        # add_input builds meta tensors, which the active recording mode must not see.
+        # TODO(issue 4 report): let prims' Tracer.add_input work while the tracer is active.
+        with _disable_current_modes():
+            traced = self.tracer.add_input(tensor, _input_name(source))
+        variable = TensorVariable(traced, source)
+        variable._parameter = isinstance(tensor, torch.nn.Parameter)  # type: ignore[attr-defined]
+        entry = TensorInput(source, tensor, variable)
+        self.inputs.append(entry)
+        self._inputs_by_id[id(tensor)] = entry
+        return variable
+
+
+def _input_name(source: Source) -> str:
+    text = source.name()
+    if isinstance(source, AttrSource) and text.startswith("self."):
+        text = text[len("self.") :]
+    return text.replace(".", "_").replace("[", "_").replace("]", "").replace("'", "")

@@ -1,0 +1,1 @@
+"""Variables: the classes that model Python values while capture interprets bytecode."""

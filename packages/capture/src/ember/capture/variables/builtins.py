@@ -1,0 +1,348 @@
+"""Python builtins (`len`, `range`, `zip`, `isinstance`, `getattr`, `min`, ...) and pure
+functions of the `math` module, modelled over Variables.
+
+Each modelled builtin is one small function in the `BUILTINS` table; anything else runs for
+real when all its arguments are constants.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ember.capture.unsupported import Unsupported
+from ember.capture.variables.base import Variable
+from ember.capture.variables.constant import ConstantVariable
+from ember.capture.variables.containers import (
+    DictVariable,
+    IteratorVariable,
+    ListVariable,
+    SequenceVariable,
+    SetVariable,
+    TupleVariable,
+)
+
+if TYPE_CHECKING:
+    from ember.capture.bytecode.frame import Frame
+
+Handler = Callable[["Frame", list[Variable], dict[str, Variable]], Variable]
+BUILTINS: dict[Any, Handler | None] = {}
+
+# Builtins that run for real on constant arguments (no handler of their own needed).
+_PURE = (
+    abs,
+    all,
+    any,
+    bin,
+    bool,
+    chr,
+    complex,
+    divmod,
+    float,
+    format,
+    hash,
+    hex,
+    int,
+    oct,
+    ord,
+    pow,
+    repr,
+    round,
+    slice,
+    str,
+    sorted,
+    frozenset,
+)
+for _fn in _PURE:
+    BUILTINS[_fn] = None
+
+
+def _builtin(fn: Any) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        BUILTINS[fn] = handler
+        return handler
+
+    return register
+
+
+class BuiltinVariable(Variable):
+    """A builtin function or type used as a function (`len`, `list`, `math.sqrt`)."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def identity(self) -> object:
+        return self.fn
+
+    def realize(self) -> Any:
+        return self.fn
+
+    def is_constant(self) -> bool:
+        return isinstance(self.fn, type)
+
+    def constant(self) -> Any:
+        return self.fn
+
+    def describe(self) -> str:
+        return f"the builtin {getattr(self.fn, '__name__', self.fn)}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from ember.capture.variables.builder import wrap_result
+        from ember.capture.variables.tensor import TensorVariable
+        from ember.capture.variables.torch import call_traced
+
+        handler = BUILTINS.get(self.fn)
+        if handler is not None:
+            return handler(frame, args, kwargs)
+        everything = [*args, *kwargs.values()]
+        if all(arg.is_constant() for arg in everything):
+            real_args = [arg.constant() for arg in args]
+            real_kwargs = {key: arg.constant() for key, arg in kwargs.items()}
+            try:
+                return wrap_result(frame, self.fn(*real_args, **real_kwargs))
+            except Exception as error:  # noqa: BLE001
+                raise Unsupported(f"a builtin call that raises {type(error).__name__}") from error
+        if self.fn is bool and len(args) == 1:
+            return ConstantVariable(args[0].truth(frame))
+        if self.fn in (abs, pow, round) and any(isinstance(a, TensorVariable) for a in args):
+            real = [arg.realize() for arg in args]
+            return wrap_result(frame, call_traced(frame, lambda: self.fn(*real)))
+        raise Unsupported(f"calling {self.describe()} on {', '.join(a.describe() for a in args)}")
+
+
+def _sequence(frame: Frame, values: list[Variable]) -> ListVariable:
+    return ListVariable(values)
+
+
+@_builtin(len)
+def _len(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    from ember.capture.variables.modules import ModuleVariable
+    from ember.capture.variables.tensor import TensorVariable
+
+    (value,) = args
+    if isinstance(value, SequenceVariable):
+        return ConstantVariable(len(value.values))
+    if isinstance(value, DictVariable):
+        return ConstantVariable(len(value.entries))
+    if isinstance(value, SetVariable):
+        return ConstantVariable(len(value.members))
+    if isinstance(value, ModuleVariable):
+        return ConstantVariable(value.length())
+    if isinstance(value, TensorVariable):
+        return ConstantVariable(len(value.tensor))
+    if value.is_constant():
+        return ConstantVariable(len(value.constant()))
+    raise Unsupported(f"len() of {value.describe()}")
+
+
+@_builtin(range)
+def _range(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return ConstantVariable(range(*[arg.constant() for arg in args]))
+
+
+@_builtin(enumerate)
+def _enumerate(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))).constant()
+    values = args[0].items(frame)
+    return IteratorVariable(
+        [TupleVariable([ConstantVariable(start + i), v]) for i, v in enumerate(values)]
+    )
+
+
+@_builtin(zip)
+def _zip(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    columns = [arg.items(frame) for arg in args]
+    if kwargs.get("strict") is not None and kwargs["strict"].constant():
+        if len({len(column) for column in columns}) > 1:
+            raise Unsupported("zip(strict=True) of iterables of different lengths (ValueError)")
+    return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
+
+
+@_builtin(reversed)
+def _reversed(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return IteratorVariable(list(reversed(args[0].items(frame))))
+
+
+@_builtin(iter)
+def _iter(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if isinstance(args[0], IteratorVariable):
+        return args[0]
+    return IteratorVariable(args[0].items(frame))
+
+
+@_builtin(next)
+def _next(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    iterator = args[0]
+    if not isinstance(iterator, IteratorVariable):
+        raise Unsupported(f"next() of {iterator.describe()}")
+    value = iterator.next()
+    if value is None:
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("next() of an exhausted iterator (StopIteration)")
+    return value
+
+
+@_builtin(list)
+def _list(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return ListVariable(args[0].items(frame) if args else [])
+
+
+@_builtin(tuple)
+def _tuple(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return TupleVariable(args[0].items(frame) if args else [])
+
+
+@_builtin(set)
+def _set(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return SetVariable(args[0].items(frame) if args else [])
+
+
+@_builtin(dict)
+def _dict(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    entries: dict[Any, Variable] = {}
+    if args:
+        source = args[0]
+        if isinstance(source, DictVariable):
+            entries.update(source.entries)
+        else:
+            for pair in source.items(frame):
+                key, value = pair.items(frame)
+                entries[key.constant()] = value
+    entries.update(kwargs)
+    return DictVariable(entries)
+
+
+@_builtin(isinstance)
+def _isinstance(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    value, classes = args
+    return ConstantVariable(issubclass(value.python_type(), classes.constant()))
+
+
+@_builtin(issubclass)
+def _issubclass(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return ConstantVariable(issubclass(args[0].constant(), args[1].constant()))
+
+
+@_builtin(type)
+def _type(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if len(args) != 1:
+        raise Unsupported("creating a class with type(name, bases, namespace)")
+    return ConstantVariable(args[0].python_type())
+
+
+@_builtin(callable)
+def _callable(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    from ember.capture.variables.tensor import TensorVariable
+
+    value = args[0]
+    if isinstance(value, (TensorVariable, SequenceVariable, DictVariable, SetVariable)):
+        return ConstantVariable(False)
+    if value.is_constant():
+        return ConstantVariable(callable(value.constant()))
+    return ConstantVariable(True)
+
+
+@_builtin(getattr)
+def _getattr(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    name = args[1].constant()
+    if len(args) > 2 and not _has(args[0], name):
+        return args[2]
+    return args[0].getattr(frame, name)
+
+
+@_builtin(hasattr)
+def _hasattr(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return ConstantVariable(_has(args[0], args[1].constant()))
+
+
+def _has(value: Variable, name: str) -> bool:
+    from ember.capture.variables.tensor import TensorVariable
+
+    if isinstance(value, TensorVariable):
+        return hasattr(value.tensor, name)
+    target = value.identity()
+    if target is value:
+        raise Unsupported(f"hasattr() on {value.describe()}")
+    return hasattr(target, name)
+
+
+def _extreme(pick: Callable[..., Any]) -> Handler:
+    def handler(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        values = args[0].items(frame) if len(args) == 1 else args
+        if kwargs or not all(value.is_constant() for value in values):
+            raise Unsupported(f"{pick.__name__}() over non-constant values", "use torch.maximum")
+        return ConstantVariable(pick(value.constant() for value in values))
+
+    return handler
+
+
+BUILTINS[min] = _extreme(min)
+BUILTINS[max] = _extreme(max)
+
+
+@_builtin(sum)
+def _sum(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    from ember.capture.variables.operators import binary
+
+    total = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
+    for value in args[0].items(frame):
+        total = binary(frame, operator.add, total, value)
+    return total
+
+
+@_builtin(map)
+def _map(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    fn, *iterables = args
+    columns = [iterable.items(frame) for iterable in iterables]
+    return IteratorVariable([fn.call(frame, list(row), {}) for row in zip(*columns)])
+
+
+@_builtin(filter)
+def _filter(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    fn, iterable = args
+    kept = []
+    for value in iterable.items(frame):
+        test = value if fn.is_constant() and fn.constant() is None else fn.call(frame, [value], {})
+        if test.truth(frame):
+            kept.append(value)
+    return IteratorVariable(kept)
+
+
+@_builtin(print)
+def _print(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    raise Unsupported("print()", "remove the print or move it outside the compiled function")
+
+
+@_builtin(super)
+def _super(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    raise Unsupported("super()", "call the base class method explicitly (Base.method(self, ...))")
+
+
+def _refuse(name: str) -> Handler:
+    def handler(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        raise Unsupported(f"calling {name}() inside a compiled function")
+
+    return handler
+
+
+for _name in (
+    "id",
+    "vars",
+    "globals",
+    "locals",
+    "setattr",
+    "delattr",
+    "open",
+    "input",
+    "exec",
+    "eval",
+    "__import__",
+    "object",
+):
+    BUILTINS[getattr(builtins, _name)] = _refuse(_name)

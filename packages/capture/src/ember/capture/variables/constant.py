@@ -1,0 +1,98 @@
+"""Constants: immutable Python values known while capturing (numbers, strings, None, dtypes,
+devices, torch.Size, slices, ranges, classes). Their operations run for real.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ember.capture.guards.source import Source
+from ember.capture.unsupported import Unsupported
+from ember.capture.variables.base import Variable
+
+if TYPE_CHECKING:
+    from ember.capture.bytecode.frame import Frame
+
+CONSTANT_TYPES: tuple[type, ...] = (
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    type(None),
+    type(Ellipsis),
+    type(NotImplemented),
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+    torch.Size,
+    slice,
+    range,
+)
+
+
+def is_constant_value(value: Any) -> bool:
+    """True when `value` (recursively, for tuples) is an immutable constant."""
+    if type(value) is tuple or type(value) is frozenset:
+        return all(is_constant_value(item) for item in value)
+    if isinstance(value, slice):
+        return all(is_constant_value(p) for p in (value.start, value.stop, value.step))
+    return isinstance(value, CONSTANT_TYPES)
+
+
+class ConstantVariable(Variable):
+    """An immutable Python value."""
+
+    def __init__(self, value: Any, source: Source | None = None) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def constant(self) -> Any:
+        return self.value
+
+    def realize(self) -> Any:
+        return self.value
+
+    def identity(self) -> object:
+        return self.value
+
+    def describe(self) -> str:
+        return repr(self.value)
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        from ember.capture.variables.builder import wrap_result
+
+        try:
+            attribute = getattr(self.value, name)
+        except AttributeError as error:
+            raise Unsupported(f"reading a missing attribute ({error})") from error
+        return wrap_result(frame, attribute)
+
+    def items(self, frame: Frame) -> list[Variable]:
+        try:
+            values = list(self.value)
+        except TypeError as error:
+            raise Unsupported(f"iterating over {self.describe()}") from error
+        return [ConstantVariable(item) for item in values]
+
+    def truth(self, frame: Frame) -> bool:
+        return bool(self.value)
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from ember.capture.variables.builder import wrap_result
+
+        if self.value in (torch.Size, torch.device, torch.dtype, slice, range):
+            real_args = [arg.realize() for arg in args]
+            real_kwargs = {key: arg.realize() for key, arg in kwargs.items()}
+            return wrap_result(frame, self.value(*real_args, **real_kwargs))
+        raise Unsupported(f"calling {self.describe()}")

@@ -1,0 +1,208 @@
+"""nn.Module instances and the containers `Sequential`, `ModuleList` and `ModuleDict`.
+
+Attribute reads go through the module's parameters, buffers, submodules and `__dict__`
+(each read from a source, so parameters become Graph inputs and constants get guards).
+Calling a user module inlines its `forward`; calling one of torch.nn's own leaf modules runs
+it on tracing tensors, with its parameters and buffers swapped for their Graph inputs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from torch import nn
+
+from ember.capture.guards.kinds import GuardKind
+from ember.capture.guards.source import AttrSource, Source
+from ember.capture.unsupported import Unsupported
+from ember.capture.variables.base import Variable
+from ember.capture.variables.constant import ConstantVariable
+from ember.capture.variables.containers import ListVariable, TupleVariable
+
+if TYPE_CHECKING:
+    from ember.capture.bytecode.frame import Frame
+
+_CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+
+
+class ModuleVariable(Variable):
+    """An nn.Module reached through a source (so its state can be read each call)."""
+
+    def __init__(self, module: nn.Module, source: Source | None) -> None:
+        self.module = module
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.module)
+
+    def identity(self) -> object:
+        return self.module
+
+    def realize(self) -> Any:
+        return self.module
+
+    def describe(self) -> str:
+        name = self.source.name() if self.source is not None else "?"
+        return f"the module {name} ({type(self.module).__name__})"
+
+    def _child_source(self, name: str) -> Source:
+        if self.source is None:
+            raise Unsupported(f"a module ({type(self.module).__name__}) without an attribute path")
+        return AttrSource(self.source, name)
+
+    def child(self, frame: Frame, name: str) -> ModuleVariable:
+        from ember.capture.variables.builder import wrap
+
+        variable = wrap(frame, self.module._modules[name], self._child_source(name))
+        assert isinstance(variable, ModuleVariable)
+        return variable
+
+    # ---- attributes ----------------------------------------------------------------------
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        from ember.capture.variables.builder import wrap, wrap_result
+        from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
+
+        module = self.module
+        if name == "training":
+            frame.session.guard(GuardKind.TRAINING, self._child_source(name), module.training)
+            return ConstantVariable(module.training)
+        for table in ("_parameters", "_buffers", "_modules"):
+            entries = module.__dict__.get(table, {})
+            if name in entries:
+                if entries[name] is None:
+                    return ConstantVariable(None)
+                return wrap(frame, entries[name], self._child_source(name))
+        if name in module.__dict__:
+            return wrap(frame, module.__dict__[name], self._child_source(name))
+        if isinstance(module, nn.ModuleDict) and name in ("keys", "values", "items"):
+            return _ModuleDictMethod(self, name)
+        try:
+            static = inspect.getattr_static(type(module), name)
+        except AttributeError as error:
+            raise Unsupported(
+                f"reading the missing attribute {name!r} of {self.describe()}"
+            ) from error
+        if isinstance(static, staticmethod):
+            return FunctionVariable.of(frame, static.__func__, None)
+        if isinstance(static, classmethod):
+            cls = ConstantVariable(type(module))
+            return BoundMethodVariable(FunctionVariable.of(frame, static.__func__, None), cls)
+        if isinstance(static, property) and static.fget is not None:
+            return FunctionVariable.of(frame, static.fget, None).call(frame, [self], {})
+        if inspect.isfunction(static):
+            if static.__module__.startswith("torch.nn.modules.module"):
+                raise Unsupported(f"calling nn.Module.{name} inside a compiled function")
+            return BoundMethodVariable(FunctionVariable.of(frame, static, None), self)
+        return wrap_result(frame, static)
+
+    # ---- containers ----------------------------------------------------------------------
+
+    def items(self, frame: Frame) -> list[Variable]:
+        if isinstance(self.module, nn.ModuleDict):
+            return [ConstantVariable(key) for key in self.module._modules]
+        if isinstance(self.module, (nn.Sequential, nn.ModuleList)):
+            return [self.child(frame, name) for name in self.module._modules]
+        raise Unsupported(f"iterating over {self.describe()}")
+
+    def getitem(self, frame: Frame, index: Variable) -> Variable:
+        key = index.constant()
+        names = list(self.module._modules)
+        if isinstance(self.module, nn.ModuleDict):
+            return self.child(frame, key)
+        if isinstance(key, slice):
+            return ListVariable([self.child(frame, name) for name in names[key]])
+        if isinstance(key, int) and isinstance(self.module, (nn.Sequential, nn.ModuleList)):
+            return self.child(frame, names[key])
+        raise Unsupported(f"indexing {self.describe()} with {key!r}")
+
+    def length(self) -> int:
+        if isinstance(self.module, _CONTAINERS):
+            return len(self.module._modules)
+        raise Unsupported(f"len() of {self.describe()}")
+
+    # ---- calls ---------------------------------------------------------------------------
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from ember.capture.variables.builder import wrap_result
+        from ember.capture.variables.functions import FunctionVariable
+        from ember.capture.variables.torch import call_traced
+
+        module = self.module
+        _check_no_hooks(module, self.describe())
+        frame.session.guard(GuardKind.TRAINING, self._child_source("training"), module.training)
+        if isinstance(module, nn.Sequential) and type(module).forward is nn.Sequential.forward:
+            (value,) = args
+            for child in self.items(frame):
+                value = child.call(frame, [value], {})
+            return value
+        forward = type(module).forward
+        if _is_torch_leaf(module):
+            real_args = [arg.realize() for arg in args]
+            real_kwargs = {key: arg.realize() for key, arg in kwargs.items()}
+            with _state_swapped(frame, self):
+                result = call_traced(frame, lambda: forward(module, *real_args, **real_kwargs))
+            return wrap_result(frame, result)
+        function = FunctionVariable.of(frame, forward, None)
+        return function.call(frame, [self, *args], kwargs)
+
+
+class _ModuleDictMethod(Variable):
+    """`keys`, `values` or `items` of an nn.ModuleDict."""
+
+    def __init__(self, owner: ModuleVariable, name: str) -> None:
+        self.owner = owner
+        self.name = name
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        names = list(self.owner.module._modules)
+        if self.name == "keys":
+            return ListVariable([ConstantVariable(name) for name in names])
+        children = [self.owner.child(frame, name) for name in names]
+        if self.name == "values":
+            return ListVariable(list(children))
+        return ListVariable(
+            [TupleVariable([ConstantVariable(n), c]) for n, c in zip(names, children)]
+        )
+
+
+def _is_torch_leaf(module: nn.Module) -> bool:
+    cls_module = type(module).__module__
+    return cls_module.startswith("torch.nn.") and not isinstance(module, _CONTAINERS)
+
+
+def _check_no_hooks(module: nn.Module, described: str) -> None:
+    hooks = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+    if any(getattr(module, name, None) for name in hooks):
+        raise Unsupported(f"calling {described}, which has hooks registered")
+    if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
+        raise Unsupported("calling a module while global module hooks are registered")
+
+
+@contextmanager
+def _state_swapped(frame: Frame, owner: ModuleVariable) -> Iterator[None]:
+    """Replace a torch.nn module's parameters and buffers by their Graph inputs."""
+    from ember.capture.variables.builder import wrap
+
+    module = owner.module
+    swapped: list[tuple[dict[str, Any], str, Any]] = []
+    for submodule_name, submodule in module.named_modules(remove_duplicate=False):
+        base: Source | None = owner.source
+        for part in submodule_name.split(".") if submodule_name else ():
+            base = AttrSource(base, part) if base is not None else None
+        for table_name in ("_parameters", "_buffers"):
+            table = submodule.__dict__[table_name]
+            for name, tensor in table.items():
+                if tensor is None or base is None:
+                    continue
+                traced = wrap(frame, tensor, AttrSource(base, name)).realize()
+                swapped.append((table, name, tensor))
+                table[name] = traced
+    try:
+        yield
+    finally:
+        for table, name, tensor in reversed(swapped):
+            table[name] = tensor

@@ -1,0 +1,58 @@
+"""Other Python objects met through a source (configs, plain classes): their instance
+attributes are read (and guarded) from the source, and their methods are inlined.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from ember.capture.guards.source import AttrSource, Source
+from ember.capture.unsupported import Unsupported
+from ember.capture.variables.base import Variable
+from ember.capture.variables.constant import ConstantVariable
+
+if TYPE_CHECKING:
+    from ember.capture.bytecode.frame import Frame
+
+
+class UserObjectVariable(Variable):
+    """An instance of a user class, guarded by its type."""
+
+    def __init__(self, value: Any, source: Source | None) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def identity(self) -> object:
+        return self.value
+
+    def describe(self) -> str:
+        name = f" {self.source.name()}" if self.source is not None else ""
+        return f"the {type(self.value).__name__} object{name}"
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        from ember.capture.variables.builder import wrap, wrap_result
+        from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
+
+        instance = getattr(self.value, "__dict__", {})
+        if name in instance and self.source is not None:
+            return wrap(frame, instance[name], AttrSource(self.source, name))
+        try:
+            static = inspect.getattr_static(type(self.value), name)
+        except AttributeError as error:
+            raise Unsupported(
+                f"reading the missing attribute {name!r} of {self.describe()}"
+            ) from error
+        if isinstance(static, staticmethod):
+            return FunctionVariable.of(frame, static.__func__, None)
+        if isinstance(static, classmethod):
+            receiver = ConstantVariable(type(self.value))
+            return BoundMethodVariable(FunctionVariable.of(frame, static.__func__, None), receiver)
+        if isinstance(static, property) and static.fget is not None:
+            return FunctionVariable.of(frame, static.fget, None).call(frame, [self], {})
+        if inspect.isfunction(static):
+            return BoundMethodVariable(FunctionVariable.of(frame, static, None), self)
+        return wrap_result(frame, static)

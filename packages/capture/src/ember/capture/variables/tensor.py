@@ -1,0 +1,86 @@
+"""Tensors: a TensorVariable wraps the tracing tensor that stands for one Graph value.
+
+Attribute reads and method calls run on the tracing tensor, so the tracer records them as
+ATen nodes; reads of metadata (`shape`, `dtype`, `device`, `ndim`, `requires_grad`) give
+constants, which the tensor's guard makes safe to specialize on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ember.capture.guards.source import Source
+from ember.capture.unsupported import Unsupported
+from ember.capture.variables.base import Variable
+from ember.prims import TracerTensor
+
+if TYPE_CHECKING:
+    from ember.capture.bytecode.frame import Frame
+
+# Methods that read tensor data into Python or reach outside the graph.
+_DATA_DEPENDENT = {
+    "item": "reading a tensor value into Python (.item())",
+    "tolist": "converting a tensor to a Python list (.tolist())",
+    "numpy": "converting a tensor to numpy (.numpy())",
+    "backward": "calling .backward() inside a compiled function",
+    "data_ptr": "reading a tensor's data pointer",
+    "register_hook": "registering a tensor hook",
+    "__bool__": "using a tensor as a Python bool",
+}
+_UNSUPPORTED_ATTRIBUTES = {"grad", "grad_fn", "data", "_base", "untyped_storage"}
+
+
+class TensorVariable(Variable):
+    """A tensor value of the graph under construction."""
+
+    def __init__(self, tensor: TracerTensor, source: Source | None = None) -> None:
+        self.tensor = tensor
+        self.source = source
+
+    def python_type(self) -> type:
+        return torch.nn.Parameter if self.is_parameter() else torch.Tensor
+
+    def is_parameter(self) -> bool:
+        return getattr(self, "_parameter", False)
+
+    def realize(self) -> Any:
+        return self.tensor
+
+    def identity(self) -> object:
+        return self.tensor
+
+    def describe(self) -> str:
+        name = f" {self.source.name()}" if self.source is not None else ""
+        return f"the tensor{name}"
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        from ember.capture.variables.builder import wrap_result
+        from ember.capture.variables.torch import TorchFunctionVariable, call_traced
+
+        if name in _DATA_DEPENDENT:
+            raise Unsupported(_DATA_DEPENDENT[name], _DATA_HINT)
+        if name in _UNSUPPORTED_ATTRIBUTES:
+            raise Unsupported(f"reading tensor.{name}")
+        attribute = call_traced(frame, lambda: getattr(self.tensor, name))
+        if callable(attribute) and not isinstance(attribute, torch.Tensor):
+            return TorchFunctionVariable(attribute, name=f"Tensor.{name}")
+        return wrap_result(frame, attribute)
+
+    def items(self, frame: Frame) -> list[Variable]:
+        from ember.capture.variables.builder import wrap_result
+        from ember.capture.variables.torch import call_traced
+
+        if self.tensor.dim() == 0:
+            raise Unsupported("iterating over a 0-d tensor")
+        return [wrap_result(frame, t) for t in call_traced(frame, lambda: self.tensor.unbind(0))]
+
+    def truth(self, frame: Frame) -> bool:
+        raise Unsupported("control flow that depends on a tensor's value", _DATA_HINT)
+
+
+_DATA_HINT = (
+    "branch on Python values or tensor metadata (shape, dtype) instead, or use torch.where; "
+    "graph breaks for this arrive in the next ember release"
+)
