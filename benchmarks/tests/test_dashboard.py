@@ -1,0 +1,86 @@
+"""Dashboard figures from hand-made records: passrate, geomean speedup, failures listed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks import records, report
+from benchmarks.dashboard import geomean, relate, summary_rows
+
+RUN = {
+    "record": "run",
+    "run_id": "r",
+    "device": "cpu",
+    "size": "small",
+    "command": "python -m benchmarks.run",
+    "settings": {},
+    "limits": {},
+    "environment": {
+        "date": "2026-01-01T00:00:00+00:00",
+        "machine": {"cpu": "cpu", "cpu_cores": 2, "torch_threads": 1, "gpus": []},
+        "versions": {
+            "python": "3.11",
+            "torch": "2",
+            "triton": None,
+            "transformers": "5",
+            "timm": None,
+        },
+        "ember": {"source": "source tree", "commit": "abc"},
+    },
+}
+
+
+def _case(model: str, backend: str, status: str = "pass", **fields: Any) -> dict[str, Any]:
+    return {
+        "record": "case",
+        "run_id": "r",
+        "device": "cpu",
+        "size": "small",
+        "suite": "handwritten",
+        "model": model,
+        "mode": "inference",
+        "dtype": "float32",
+        "backend": backend,
+        "status": status,
+        **fields,
+    }
+
+
+def test_geomean() -> None:
+    assert geomean([2.0, 8.0]) == 4.0
+    assert geomean([]) is None
+
+
+def test_relate_fills_speedup_from_eager() -> None:
+    cases = [_case("a", "eager", median_ms=10.0), _case("a", "torch.compile", median_ms=5.0)]
+    relate(cases)
+    assert cases[1]["speedup"] == 2.0
+
+
+def test_summary_counts_failures_against_passrate() -> None:
+    cases = [
+        _case("a", "eager", median_ms=10.0),
+        _case("b", "eager", median_ms=10.0),
+        _case("a", "torch.compile", median_ms=5.0, compile_cold_s=3.0),
+        _case("b", "torch.compile", "error", error="RuntimeError: boom"),
+        _case("a", "ember:eager", "not_available", error="ember.compile does not exist yet"),
+    ]
+    relate(cases)
+    rows = {row[3]: row for row in summary_rows(cases)}
+    assert rows["torch.compile"][4].startswith("50% (1/2)")
+    assert rows["torch.compile"][5] == "2.00x"
+    assert rows["ember:eager"][4].startswith("not run")
+    assert all(len(row) == 8 for row in rows.values())
+
+
+def test_report_survives_a_cut_line(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    records.append(results, RUN)
+    records.append(results, _case("a", "eager", median_ms=1.0, speedup=float("nan")))
+    with results.open("a") as stream:
+        stream.write(json.dumps(_case("a", "torch.compile"))[:40])  # killed mid-write
+    report.write(tmp_path, [results], with_chart=False)
+    text = (tmp_path / "dashboard.md").read_text()
+    assert "Passrate" in text and "| a | inference | float32 | eager | pass |" in text
