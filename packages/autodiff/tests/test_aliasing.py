@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ember.autodiff import AliasAnalysisError, analyze_aliasing
-from ember.prims import Graph, GraphInput, Node, Ref, TensorSpec, Value, trace
+from ember.prims import Graph, GraphInput, Node, Ref, TensorSpec, Value, resolve_op, trace
 
 
 def _storage(tensor: torch.Tensor) -> int:
@@ -223,3 +223,32 @@ def test_undefined_reference_is_an_analysis_error() -> None:
     )
     with pytest.raises(AliasAnalysisError, match="missing"):
         analyze_aliasing(graph)
+
+
+def test_unknown_operator_is_an_analysis_error() -> None:
+    spec = TensorSpec(torch.float32, (3,), (1,), torch.device("cpu"))
+    graph = Graph(
+        inputs=[GraphInput(Value("x", spec))],
+        nodes=[Node("vendor::mystery.default", [Ref("x")], {}, [Value("y", spec)])],
+        input_leaves=[Ref("x")],
+        output_leaves=[Ref("y")],
+    )
+    with pytest.raises(AliasAnalysisError, match="unknown operator vendor::mystery"):
+        analyze_aliasing(graph)
+
+
+def test_prim_schemas_declare_their_writes() -> None:
+    try:
+        resolve_op("prims::copy_to")
+    except KeyError:
+        pytest.skip("ember.prims does not define its prims (prims::copy_to) in this version")
+    spec = TensorSpec(torch.float32, (3,), (1,), torch.device("cpu"))
+    graph = Graph(
+        inputs=[GraphInput(Value("x", spec)), GraphInput(Value("y", spec))],
+        nodes=[Node("prims::copy_to", [Ref("x"), Ref("y")], {}, [Value("copy", spec)])],
+        input_leaves=[Ref("x"), Ref("y")],
+        output_leaves=[Ref("copy")],
+    )
+    info = analyze_aliasing(graph)
+    assert [m.input for m in info.mutated_inputs] == ["x"]
+    assert [(a.output, a.input, a.is_view) for a in info.output_aliases] == [(0, "x", False)]

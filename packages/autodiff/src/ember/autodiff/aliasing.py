@@ -126,9 +126,9 @@ def analyze_aliasing(graph: Graph) -> AliasInfo:
 
 
 def _node_writes(index: int, node: Node, storage: Mapping[str, str]) -> list[Write]:
-    schema = op_schema(node.target)
+    schema = _schema(node)
     if schema is None:
-        return []  # ops outside torch.ops (ember prims) are functional by definition
+        return []  # a registered op without a schema: nothing declares a write
     metadata = torch.Tag.inplace_view in getattr(resolve_op(node.target), "tags", ())
     written: list[Ref] = []
     for position, argument in enumerate(schema.arguments):
@@ -143,7 +143,7 @@ def _node_writes(index: int, node: Node, storage: Mapping[str, str]) -> list[Wri
 
 
 def _assign_outputs(node: Node, storage: dict[str, str], views: set[str]) -> None:
-    schema = op_schema(node.target)
+    schema = _schema(node)
     returns = list(schema.returns) if schema is not None else []
     for position, output in enumerate(node.outputs):
         if output is None:
@@ -240,6 +240,21 @@ def _aliased_outputs(graph: Graph, storage: Mapping[str, str]) -> tuple[tuple[in
 # ---- helpers -------------------------------------------------------------------------------
 
 
+def _schema(node: Node) -> torch.FunctionSchema | None:
+    try:
+        return op_schema(node.target)
+    except (KeyError, ValueError) as error:
+        raise AliasAnalysisError(
+            f"{_where(node)}unknown operator {node.target}: nothing says what it reads and "
+            "writes; import the package that defines it, or register it with "
+            "ember.prims.register_op"
+        ) from error
+
+
+def _where(node: Node) -> str:
+    return f"{node.source}: " if node.source is not None else ""
+
+
 def _argument(node: Node, position: int, name: str) -> Any:
     if position < len(node.args):
         return node.args[position]
@@ -258,7 +273,7 @@ def _root(ref: Ref, node: Node, storage: Mapping[str, str]) -> str:
     root = storage.get(ref.name)
     if root is None:
         raise AliasAnalysisError(
-            f"{node.target} reads {ref.name}, which no earlier node or input defines; run "
+            f"{_where(node)}{node.target} reads {ref.name}, which no earlier node or input defines; run "
             "Graph.verify() to find the malformed reference"
         )
     return root

@@ -7,9 +7,15 @@ generation and the `inductor` backend come next (see the package README).
 
 from ember.inductor.passes.common_subexpressions import eliminate_common_subexpressions
 from ember.inductor.passes.dead_code import eliminate_dead_code
-from ember.inductor.passes.effects import SIDE_EFFECT_OPS, is_effectful, is_seeded_random
+from ember.inductor.passes.effects import (
+    SEEDED_RANDOM_OPS,
+    SIDE_EFFECT_OPS,
+    is_effectful,
+    is_seeded_random,
+)
 
 __all__ = [
+    "SEEDED_RANDOM_OPS",
     "SIDE_EFFECT_OPS",
     "eliminate_common_subexpressions",
     "eliminate_dead_code",

@@ -32,8 +32,15 @@ SIDE_EFFECT_OPS: frozenset[str] = frozenset(
 )
 
 
+# Random ops that carry no torch tags to say so: ember prims that draw from the host generator.
+# (`prims::uniform`/`prims::normal` take an explicit seed and offset: they are pure.)
+SEEDED_RANDOM_OPS: frozenset[str] = frozenset({"prims::random_seed"})
+
+
 def is_seeded_random(target: str) -> bool:
     """Whether the op draws from a random generator (its result depends on generator state)."""
+    if target in SEEDED_RANDOM_OPS:
+        return True
     op = resolve_op(target)
     return torch.Tag.nondeterministic_seeded in getattr(op, "tags", ())
 
