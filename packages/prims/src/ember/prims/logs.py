@@ -100,7 +100,7 @@ def parse_logs(spec: str) -> dict[str, int]:
     return levels
 
 
-class _EmberHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _EmberHandler(logging.StreamHandler):  # type: ignore[type-arg, unused-ignore]
     """The stderr handler `configure_logging` installs; recognised so it is never doubled."""
 
 
