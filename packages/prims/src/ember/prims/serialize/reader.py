@@ -83,7 +83,7 @@ class Field:
         for key in optional:
             if key in self.value:
                 members[key] = Field(self.value[key], self, f".{key}")
-        if not self.lenient:
+        if not self.lenient and len(members) != len(self.value):
             for key in self.value:
                 if key not in members:
                     self.fail(f"unknown key {key!r}")
@@ -120,6 +120,9 @@ class Field:
     def integer(self, low: int | None = None, high: int | None = None) -> int:
         """A JSON integer or {"$int": "decimal"}, within [low, high] when given."""
         value = self.value
+        if type(value) is int and (low is None or low <= value) and (high is None or value <= high):
+            if value.bit_length() < MAX_INT_BITS:  # the common case, checked first
+                return value
         if isinstance(value, dict) and len(value) == 1 and "$int" in value:
             value = _parse_decimal(self.child(value["$int"], ".$int"))
         elif isinstance(value, bool) or not isinstance(value, int):
