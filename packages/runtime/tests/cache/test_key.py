@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -34,7 +35,7 @@ def test_key_is_hex_sha256_and_deterministic() -> None:
         (b"graph", {}, {**CONFIG, **VERSIONS}),  # the same entries in another section
     ],
 )
-def test_every_input_changes_the_key(changed: tuple[bytes, dict, dict]) -> None:  # type: ignore[type-arg]
+def test_every_input_changes_the_key(changed: tuple[bytes, dict[str, Any], dict[str, Any]]) -> None:
     assert artifact_key(*changed) != artifact_key(b"graph", CONFIG, VERSIONS)
 
 
@@ -52,7 +53,9 @@ def test_framing_keeps_sections_apart() -> None:
         ({"x": [torch.float32]}, r"config\['x'\]\[0\] is a dtype"),
     ],
 )
-def test_values_without_a_stable_text_form_are_rejected(config: dict, message: str) -> None:  # type: ignore[type-arg]
+def test_values_without_a_stable_text_form_are_rejected(
+    config: dict[Any, Any], message: str
+) -> None:
     with pytest.raises(CacheKeyError, match=message):
         artifact_key(b"graph", config, {})
 
