@@ -26,6 +26,7 @@ class TensorInput:
     source: Source
     tensor: torch.Tensor
     variable: TensorVariable
+    value_name: str  # the Graph input's name (the tracing tensor's name changes if mutated)
 
 
 @dataclass
@@ -65,7 +66,7 @@ class CaptureSession:
             traced = self.tracer.add_input(tensor, _input_name(source))
         variable = TensorVariable(traced, source)
         variable._parameter = isinstance(tensor, torch.nn.Parameter)  # type: ignore[attr-defined]
-        entry = TensorInput(source, tensor, variable)
+        entry = TensorInput(source, tensor, variable, traced.value_name)
         self.inputs.append(entry)
         self._inputs_by_id[id(tensor)] = entry
         return variable

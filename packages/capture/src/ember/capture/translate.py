@@ -75,7 +75,7 @@ def capture_call(
     compiled = None
     if tracer.graph.nodes:
         example_inputs = [entry.tensor for entry in session.inputs]
-        leaves = [Ref(entry.variable.tensor.value_name) for entry in session.inputs]
+        leaves = [Ref(entry.value_name) for entry in session.inputs]
         tracer.set_inputs_signature(tree_flatten(tuple(example_inputs))[1], leaves)
         graph = tracer.finish(tuple(outputs))
         graph.name = _graph_name(fn)

@@ -62,6 +62,10 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
     if isinstance(value, nn.Module):
         session.guard(GuardKind.ID, source, value)
         return ModuleVariable(value, source)
+    trusted = _trusted(value)
+    if trusted is not None:
+        session.guard(GuardKind.ID, source, value)
+        return trusted
     if isinstance(value, types.FunctionType):
         session.guard(GuardKind.ID, source, value)
         return FunctionVariable.of(frame, value, source)
@@ -73,10 +77,6 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
     if isinstance(value, types.ModuleType):
         session.guard(GuardKind.ID, source, value)
         return PythonModuleVariable(value, source)
-    trusted = _trusted(value)
-    if trusted is not None:
-        session.guard(GuardKind.ID, source, value)
-        return trusted
     if isinstance(value, type):
         session.guard(GuardKind.ID, source, value)
         return ConstantVariable(value, source)
@@ -101,13 +101,13 @@ def wrap_result(frame: Frame, value: Any) -> Variable:
         return TupleVariable([wrap_result(frame, item) for item in value], None, type(value))
     if type(value) is dict:
         return DictVariable({key: wrap_result(frame, item) for key, item in value.items()})
+    trusted = _trusted(value)
+    if trusted is not None:
+        return trusted
     if isinstance(value, types.FunctionType):
         return FunctionVariable.of(frame, value, None)
     if isinstance(value, types.ModuleType):
         return PythonModuleVariable(value, None)
-    trusted = _trusted(value)
-    if trusted is not None:
-        return trusted
     if isinstance(value, type):
         return ConstantVariable(value)
     if isinstance(value, nn.Module):

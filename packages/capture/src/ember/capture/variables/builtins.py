@@ -346,3 +346,22 @@ for _name in (
     "object",
 ):
     BUILTINS[getattr(builtins, _name)] = _refuse(_name)
+
+
+@_builtin(any)
+def _any(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return ConstantVariable(any(value.truth(frame) for value in args[0].items(frame)))
+
+
+@_builtin(all)
+def _all(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return ConstantVariable(all(value.truth(frame) for value in args[0].items(frame)))
+
+
+@_builtin(sorted)
+def _sorted(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if set(kwargs) - {"reverse"}:
+        raise Unsupported("sorted() with a key function")
+    reverse = bool(kwargs["reverse"].constant()) if "reverse" in kwargs else False
+    values = sorted((value.constant() for value in args[0].items(frame)), reverse=reverse)
+    return ListVariable([ConstantVariable(value) for value in values])

@@ -76,6 +76,10 @@ class ConstantVariable(Variable):
             attribute = getattr(self.value, name)
         except AttributeError as error:
             raise Unsupported(f"reading a missing attribute ({error})") from error
+        if callable(attribute) and not isinstance(attribute, type):
+            from ember.capture.variables.builtins import BuiltinVariable
+
+            return BuiltinVariable(attribute)  # a method of an immutable value runs for real
         return wrap_result(frame, attribute)
 
     def items(self, frame: Frame) -> list[Variable]:
@@ -95,4 +99,24 @@ class ConstantVariable(Variable):
             real_args = [arg.realize() for arg in args]
             real_kwargs = {key: arg.realize() for key, arg in kwargs.items()}
             return wrap_result(frame, self.value(*real_args, **real_kwargs))
+        fields = getattr(self.value, "_fields", None)
+        if isinstance(self.value, type) and issubclass(self.value, tuple) and fields is not None:
+            return _make_namedtuple(self.value, fields, args, kwargs)
         raise Unsupported(f"calling {self.describe()}")
+
+
+def _make_namedtuple(
+    cls: type, fields: tuple[str, ...], args: list[Variable], kwargs: dict[str, Variable]
+) -> Variable:
+    from ember.capture.variables.containers import TupleVariable
+
+    values: dict[str, Variable] = dict(zip(fields, args))
+    values.update(kwargs)
+    defaults = getattr(cls, "_field_defaults", {})
+    missing = [name for name in fields if name not in values and name not in defaults]
+    if missing or len(args) > len(fields):
+        raise Unsupported(f"constructing {cls.__name__} with the wrong arguments (TypeError)")
+    items = [
+        values[name] if name in values else ConstantVariable(defaults[name]) for name in fields
+    ]
+    return TupleVariable(items, None, cls)
