@@ -135,6 +135,8 @@ class BlobReader:
             raw = torch.frombuffer(
                 bytearray(self.blob[offset : offset + nbytes]), dtype=torch.uint8
             )
+            if dtype == torch.bool and int(raw.max()) > 1:
+                field.fail("a bool constant holds bytes other than 0 and 1")
             if sys.byteorder == "big":
                 raw = _byteswapped(raw, _swap_unit(dtype))
             tensor = raw.view(dtype).reshape(shape)

@@ -62,6 +62,13 @@ OPERATORS: dict[str, _Operator] = {
     "Or": _Operator(sympy.Or, _nary(sympy.Or), 2, None, "boolean"),
     "Not": _Operator(sympy.Not, _nary(sympy.Not), 1, 1, "boolean"),
 }
+# Functions of symbolic floats (math.sin(x.size(0)) and the like); sqrt is a Pow, log(a, b)
+# is log(a) * log(b)**-1.
+for _function in (
+    sympy.sin, sympy.cos, sympy.tan, sympy.asin, sympy.acos, sympy.atan,
+    sympy.sinh, sympy.cosh, sympy.tanh, sympy.exp, sympy.log,
+):  # fmt: skip
+    OPERATORS[_function.__name__] = _Operator(_function, _nary(_function), 1, 1, "expr")
 _OPERATOR_NAMES: dict[type, str] = {op.cls: name for name, op in OPERATORS.items()}
 
 # Numbers without parameters.
@@ -69,6 +76,8 @@ _CONSTANTS: dict[str, sympy.Basic] = {
     "Infinity": sympy.oo,
     "NegativeInfinity": -sympy.oo,
     "NaN": sympy.nan,
+    "Pi": sympy.pi,
+    "E": sympy.E,
 }
 _CONSTANT_NAMES: dict[type, str] = {type(value): name for name, value in _CONSTANTS.items()}
 
