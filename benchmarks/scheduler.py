@@ -115,10 +115,17 @@ def run_tasks(
                 worker = WorkerProcess(options, log)
                 ready = worker.read(min(STARTUP_LIMIT_S, total_left))
                 if ready is None or not ready.get("ready"):
+                    alive = worker.process.poll() is None
                     description = worker.exit_description()
                     worker.stop()
                     worker = None
-                    emit(task, {"status": "error", "error": f"worker did not start: {description}"})
+                    if alive and total_left < STARTUP_LIMIT_S:
+                        emit(task, {"status": "skipped", "error": "run time budget spent"})
+                    else:
+                        emit(
+                            task,
+                            {"status": "error", "error": f"worker did not start: {description}"},
+                        )
                     continue
             case_start = time.monotonic()
             worker.send(task)

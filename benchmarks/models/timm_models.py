@@ -6,6 +6,9 @@ these models as not available instead of failing.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -19,12 +22,11 @@ ARCHITECTURES = {
 }
 
 
-def _builder(name: str):  # type: ignore[no-untyped-def]
+def _builder(name: str) -> Callable[[str, str], Workload]:
     gpu_architecture, small_architecture, gpu_batch = ARCHITECTURES[name]
 
     def build(size: str, mode: str) -> Workload:
-        import timm
-
+        timm = importlib.import_module("timm")  # imported here: it is optional
         architecture = small_architecture if size == "small" else gpu_architecture
         batch = 2 if size == "small" else gpu_batch
         model = timm.create_model(architecture, pretrained=False, num_classes=100, drop_rate=0.0)

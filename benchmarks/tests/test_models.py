@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.models import SUITE, build_workload, missing
+from benchmarks.models import SUITE, ModelSpec, build_workload, missing
 
 
 @pytest.mark.parametrize("entry", SUITE, ids=[s.name for s in SUITE])
-def test_small_model_runs(entry) -> None:  # type: ignore[no-untyped-def]
+def test_small_model_runs(entry: ModelSpec) -> None:
     if reason := missing(entry):
         pytest.skip(reason)
     inference = build_workload(entry, "small", "inference")
