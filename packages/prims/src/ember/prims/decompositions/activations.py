@@ -197,7 +197,7 @@ def _softshrink(a: torch.Tensor, lambd: Any = 0.5) -> torch.Tensor:
 def _log_sigmoid_forward(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     low = prims.minimum(a, _c(0, a))
     value = prims.sub(low, prims.log1p(prims.exp(prims.neg(prims.abs(a)))))
-    return value, prims.full([0], 0, dtype=a.dtype, device=a.device)
+    return value, prims.full(list(a.shape), 0, dtype=a.dtype, device=a.device)
 
 
 @to_prims("aten::celu.default")

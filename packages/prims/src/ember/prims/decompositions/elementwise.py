@@ -322,9 +322,9 @@ _register_with_inplace("floor_divide", ("default", "Scalar"), floor_divide)
 
 
 def _pow(a: Operand, b: Operand) -> torch.Tensor:
-    if not isinstance(a, torch.Tensor) or a.dtype.is_floating_point:
-        if b == 2 and isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
-            return prims.mul(a, a)
+    squaring = isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) and b == 2
+    if squaring and a.dtype.is_floating_point:
+        return prims.mul(a, a)
     return binary(prims.pow, a, b)
 
 

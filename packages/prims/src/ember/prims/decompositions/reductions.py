@@ -338,3 +338,16 @@ def _log_softmax_backward(
     d = canonical_dim(dim, output.dim())
     total = broadcast(keep_dims(prims.sum(grad, [d]), output.dim(), [d]), output)[0]
     return convert(prims.sub(grad, prims.mul(prims.exp(output), total)), input_dtype)
+
+
+@to_prims("aten::_safe_softmax.default")
+def _safe_softmax(a: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    x = convert(a, dtype or a.dtype)
+    if x.dim() == 0:
+        return softmax(x, 0)
+    d = canonical_dim(dim, x.dim())
+    masked = keep_dims(prims.amin(prims.isinf(x), [d]), x.dim(), [d])
+    all_masked = prims.bitwise_and(
+        broadcast(masked, x, dtype=torch.bool)[0], prims.lt(x, scalar_like(0, x))
+    )
+    return prims.where(all_masked, scalar_like(0, x), softmax(x, d))

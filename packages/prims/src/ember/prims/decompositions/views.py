@@ -345,3 +345,53 @@ def _unfold(a: torch.Tensor, dimension: int, size: int, step: int) -> torch.Tens
     strides = list(a.stride())
     strides[d] = a.stride(d) * step
     return prims.as_strided(a, [*shape, size], [*strides, a.stride(d)], 0)
+
+
+# In-place view ops change only the tensor's metadata: in a Graph they are the view itself.
+to_prims("aten::squeeze_.dim", "aten::squeeze_.default", "aten::squeeze_.dims")(squeeze)
+to_prims("aten::unsqueeze_.default")(unsqueeze)
+to_prims("aten::transpose_.default")(transpose)
+to_prims("aten::t_.default")(_t)
+to_prims("aten::as_strided_.default")(_as_strided)
+
+# The *_copy ops are their view op followed by a copy.
+_COPIES = {
+    "view_copy.default": view,
+    "unsqueeze_copy.default": unsqueeze,
+    "squeeze_copy.default": squeeze,
+    "squeeze_copy.dim": squeeze,
+    "squeeze_copy.dims": squeeze,
+    "transpose_copy.int": transpose,
+    "t_copy.default": _t,
+    "permute_copy.default": permute,
+    "expand_copy.default": expand,
+    "unfold_copy.default": _unfold,
+    "diagonal_copy.default": _diagonal,
+    "as_strided_copy.default": _as_strided,
+    "alias_copy.default": lambda a: a,
+    "narrow_copy.default": _narrow,
+}
+
+
+def _copied(fn: Any) -> Any:
+    return lambda *args, **kwargs: prims.clone(fn(*args, **kwargs))
+
+
+for _target, _view_fn in _COPIES.items():
+    to_prims(f"aten::{_target}")(_copied(_view_fn))
+
+
+@to_prims("aten::unbind_copy.int")
+def _unbind_copy(a: torch.Tensor, dim: int = 0) -> list[torch.Tensor]:
+    return [prims.clone(t) for t in _unbind(a, dim)]
+
+
+@to_prims("aten::split_with_sizes_copy.default")
+def _split_with_sizes_copy(
+    a: torch.Tensor, split_sizes: Sequence[int], dim: int = 0
+) -> list[torch.Tensor]:
+    return [prims.clone(t) for t in split_with_sizes(a, split_sizes, dim)]
+
+
+to_prims("aten::unsafe_split.Tensor")(_split)
+to_prims("aten::unsafe_split_with_sizes.default")(split_with_sizes)

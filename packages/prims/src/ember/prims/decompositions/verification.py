@@ -1,0 +1,136 @@
+"""Checking a decomposition table against eager PyTorch on OpInfo-style sample inputs.
+
+`check_op(op, table)` traces an op on its samples, decomposes the Graph, requires that only
+prims remain, runs it and compares with eager. The caller passes the OpInfo entries (tests
+and scripts import `op_db`; this module never does): an entry needs `name`, `variant_test_name`,
+`op` and `sample_inputs(device, dtype)`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ember.prims.decompositions.decompose import decompose
+from ember.prims.interpreter import run
+from ember.prims.primitives import is_prim
+from ember.prims.pytree import tree_flatten, tree_unflatten
+from ember.prims.tracer import trace
+
+
+class Outcome(str, enum.Enum):
+    PASSED = "passed"  # every sample decomposed fully to prims and matched eager
+    UNTRACEABLE = "untraceable"  # a sample did not trace (data-dependent op, no meta kernel)
+    NO_SAMPLES = "no_samples"  # no float32 sample inputs
+    NOT_DECOMPOSED = "not_decomposed"  # ATen ops were left after decomposition
+    FAILED = "failed"  # decomposition or execution raised
+    MISMATCH = "mismatch"  # values differ from eager
+
+
+@dataclass
+class OpReport:
+    """What checking one OpInfo entry found."""
+
+    name: str
+    outcome: Outcome
+    samples: int = 0
+    detail: str = ""
+    leftover: list[str] = field(default_factory=list)
+
+
+def op_label(op: Any) -> str:
+    variant = getattr(op, "variant_test_name", "")
+    return f"{op.name}.{variant}" if variant else op.name
+
+
+def check_op(
+    op: Any,
+    table: Mapping[str, Callable[..., Any]],
+    *,
+    max_samples: int = 4,
+    dtype: torch.dtype = torch.float32,
+) -> OpReport:
+    """Check `op` on up to `max_samples` of its sample inputs; see `Outcome`."""
+    label = op_label(op)
+    try:
+        samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))[:max_samples]
+    except Exception as error:
+        return OpReport(label, Outcome.NO_SAMPLES, detail=f"sample_inputs: {error}")
+    if not samples:
+        return OpReport(label, Outcome.NO_SAMPLES)
+    checked = 0
+    for sample in samples:
+        report = _check_sample(label, op, sample, table)
+        if report is not None:
+            report.samples = checked
+            return report
+        checked += 1
+    return OpReport(label, Outcome.PASSED, samples=checked)
+
+
+def _check_sample(
+    label: str, op: Any, sample: Any, table: Mapping[str, Callable[..., Any]]
+) -> OpReport | None:
+    structure = (sample.input, tuple(sample.args), dict(sample.kwargs))
+    leaves, spec = tree_flatten(structure)
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+
+    def call(*tensors: torch.Tensor) -> Any:
+        filled = list(leaves)
+        for position, tensor in zip(positions, tensors):
+            filled[position] = tensor
+        first, args, kwargs = tree_unflatten(filled, spec)
+        return op.op(first, *args, **kwargs)
+
+    tensors = [leaves[i] for i in positions]
+    try:
+        graph = trace(call, *tensors)
+    except Exception as error:
+        return OpReport(label, Outcome.UNTRACEABLE, detail=_short(error))
+    try:
+        decomposed = decompose(graph, table)
+    except Exception as error:
+        return OpReport(label, Outcome.FAILED, detail=_short(error))
+    leftover = sorted({n.target for n in decomposed.nodes if not is_prim(n.target)})
+    if leftover:
+        return OpReport(
+            label, Outcome.NOT_DECOMPOSED, detail=", ".join(leftover), leftover=leftover
+        )
+    # the samples' own tensors, not copies: some samples (as_strided) depend on their storage
+    try:
+        torch.manual_seed(0)
+        expected = call(*tensors)
+        random = any(n.target.startswith("prims::random_seed") for n in decomposed.nodes)
+    except Exception as error:
+        return OpReport(label, Outcome.UNTRACEABLE, detail=f"eager: {_short(error)}")
+    try:
+        actual = run(decomposed, *tensors)
+    except Exception as error:
+        return OpReport(label, Outcome.FAILED, detail=_short(error))
+    try:
+        if random:  # random ops: only shapes and dtypes are comparable
+            _same_layout(actual, expected)
+        else:
+            torch.testing.assert_close(actual, expected, equal_nan=True, check_stride=False)
+    except Exception as error:
+        return OpReport(label, Outcome.MISMATCH, detail=_short(error))
+    return None
+
+
+def _same_layout(actual: Any, expected: Any) -> None:
+    left, _ = tree_flatten(actual if isinstance(actual, (tuple, list)) else (actual,))
+    right, _ = tree_flatten(expected if isinstance(expected, (tuple, list)) else (expected,))
+    if len(left) != len(right):
+        raise AssertionError("different number of outputs")
+    for a, b in zip(left, right):
+        if isinstance(b, torch.Tensor) and (a.shape != b.shape or a.dtype != b.dtype):
+            raise AssertionError(f"{a.dtype}{list(a.shape)} != {b.dtype}{list(b.shape)}")
+
+
+def _short(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}".replace("\n", " ")
+    return text[:300]

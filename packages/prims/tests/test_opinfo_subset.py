@@ -1,0 +1,118 @@
+"""A fixed subset of OpInfo ops must decompose fully to prims and match eager on float32
+samples (the full sweep is scripts/opinfo_sweep.py). Chosen to cover every prim family."""
+
+from __future__ import annotations
+
+import pytest
+
+op_db = pytest.importorskip(
+    "torch.testing._internal.common_methods_invocations", reason="needs expecttest"
+).op_db
+
+from ember.prims.decompositions import PRIM_DECOMPOSITIONS  # noqa: E402
+from ember.prims.decompositions.verification import Outcome, check_op, op_label  # noqa: E402
+
+SUBSET = [
+    "add",
+    "sub",
+    "mul",
+    "div.no_rounding_mode",
+    "div.floor_rounding",
+    "remainder",
+    "pow",
+    "exp",
+    "log1p",
+    "rsqrt",
+    "tanh",
+    "erf",
+    "sigmoid",
+    "abs",
+    "neg",
+    "floor",
+    "round",
+    "eq",
+    "lt",
+    "logical_and",
+    "where",
+    "clamp",
+    "lerp",
+    "addcmul",
+    "nan_to_num",
+    "sum",
+    "mean",
+    "prod",
+    "amax",
+    "argmax",
+    "var",
+    "std",
+    "logsumexp",
+    "cumsum",
+    "sort",
+    "topk",
+    "softmax",
+    "log_softmax",
+    "linalg.vector_norm",
+    "view",
+    "reshape",
+    "permute",
+    "transpose",
+    "expand",
+    "squeeze",
+    "unsqueeze",
+    "flatten",
+    "narrow",
+    "select",
+    "split",
+    "chunk",
+    "cat",
+    "stack",
+    "flip",
+    "roll",
+    "repeat",
+    "nn.functional.pad.constant",
+    "diagonal",
+    "as_strided",
+    "index_select",
+    "gather",
+    "scatter",
+    "scatter_add",
+    "take",
+    "triu",
+    "tril",
+    "nn.functional.embedding",
+    "masked_fill",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "arange",
+    "linspace",
+    "mm",
+    "bmm",
+    "addmm",
+    "matmul",
+    "nn.functional.linear",
+    "nn.functional.conv2d",
+    "nn.functional.conv_transpose2d",
+    "nn.functional.relu",
+    "nn.functional.gelu",
+    "nn.functional.silu",
+    "nn.functional.hardtanh",
+    "nn.functional.leaky_relu",
+    "nn.functional.elu",
+    "nn.functional.softplus",
+    "nn.functional.layer_norm",
+    "nn.functional.batch_norm",
+    "nn.functional.group_norm",
+    "nn.functional.max_pool2d",
+    "nn.functional.avg_pool2d",
+    "nn.functional.scaled_dot_product_attention",
+    "nn.functional.dropout",
+]
+
+_OPS = {op_label(op): op for op in op_db}
+
+
+@pytest.mark.parametrize("name", SUBSET)
+def test_opinfo_op_decomposes_to_prims(name: str) -> None:
+    report = check_op(_OPS[name], PRIM_DECOMPOSITIONS, max_samples=2)
+    assert report.outcome is Outcome.PASSED, f"{report.outcome.value}: {report.detail}"
