@@ -20,7 +20,8 @@ def pytest_configure(config: pytest.Config) -> None:
     import ember.prims
 
     location = Path(ember.prims.__file__).resolve()
-    if ROOT in location.parents:
+    sources = (ROOT / "packages", ROOT / "src")
+    if any(source in location.parents for source in sources):
         raise pytest.UsageError(
             f"EMBER_TEST_INSTALLED=1 but ember.prims comes from the source tree ({location}); "
             "the isolation session must test the installed wheels"

@@ -23,6 +23,8 @@ TEST_DEPS = (
     "pytest-xdist",
     "hypothesis",
     "jsonschema",
+    "expecttest",  # torch.testing's OpInfo database imports it
+    "numpy",
     "transformers",
     "import-linter",
 )
@@ -104,7 +106,7 @@ def isolation(session: nox.Session) -> None:
     """Only the ember-prims and ember-capture wheels (built by hatch) in a venv without the
     other layers: they import, and their tests pass against the installed wheels."""
     session.install("hatch")
-    wheel_dir = Path(session.create_tmp()) / "wheels"
+    wheel_dir = Path(session.create_tmp()).resolve() / "wheels"
     shutil.rmtree(wheel_dir, ignore_errors=True)
     for layer in ISOLATED_LAYERS:
         with session.chdir(ROOT / "packages" / layer):
@@ -112,7 +114,7 @@ def isolation(session: nox.Session) -> None:
     wheels = sorted(str(path) for path in wheel_dir.glob("*.whl"))
     if len(wheels) != len(ISOLATED_LAYERS):
         session.error(f"expected {len(ISOLATED_LAYERS)} wheels in {wheel_dir}, found {wheels}")
-    test_deps = [dep for dep in TEST_DEPS if dep != "transformers"]
+    test_deps = [dep for dep in TEST_DEPS if dep not in ("transformers", "import-linter")]
     session.install(TORCH, *wheels, *test_deps, *_test_backend())
     # A reused venv may hold an older build of the same version: replace ours, drop the rest.
     session.install("--force-reinstall", "--no-deps", *wheels, *_test_backend())
@@ -129,7 +131,7 @@ def isolation(session: nox.Session) -> None:
         "assert not present, f'importable but must not be: {present}'\n"
         "print('isolation: ember.prims and ember.capture import from', ember.prims.__file__)\n"
     )
-    with session.chdir(session.create_tmp()):  # away from the source tree
+    with session.chdir(Path(session.create_tmp()).resolve()):  # away from the source tree
         session.run("python", "-c", check)
     session.run(
         "pytest", "-n", "2", "-p", "no:cacheprovider",
