@@ -53,7 +53,10 @@ def draw(cases: list[dict[str, Any]], path: Path, subtitle: str) -> str | None:
         axis.set_title(f"{mode}, {dtype}", fontsize=10)
         axis.legend(fontsize=8)
     figure.suptitle("ember benchmark: speedup per model\n" + subtitle, fontsize=9)
-    figure.tight_layout()
+    absent = sorted({c["backend"] for c in cases if c.get("backend") != "eager"} - set(backends))
+    if absent:
+        figure.text(0.01, 0.005, "no passing case: " + ", ".join(absent), fontsize=8)
+    figure.tight_layout(rect=(0, 0.02, 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return None

@@ -66,11 +66,7 @@ def summary_rows(cases: list[dict[str, Any]]) -> list[list[str]]:
         ran = [c for c in members if c.get("status") in RAN]
         passed = [c for c in ran if c.get("status") == "pass"]
         if not ran:
-            reasons = {c.get("status", "?") for c in members}
-            rows.append(
-                [dtype, mode, suite, backend, "not run: " + "/".join(sorted(reasons))] + ["–"] * 3
-            )
-            continue
+            continue  # listed under "Not passing" with the reason
         speedups = [v for c in passed if (v := number(c.get("speedup"))) is not None]
         cold = [v for c in passed if (v := number(c.get("compile_cold_s"))) is not None]
         warm = [v for c in passed if (v := number(c.get("compile_warm_s"))) is not None]
@@ -104,6 +100,8 @@ def model_rows(cases: list[dict[str, Any]]) -> list[list[str]]:
     """One row per case, grouped by model."""
     rows = []
     for case in sorted(cases, key=_model_order):
+        if case.get("status") == "not_available":
+            continue  # listed under "Not passing" with the reason
         graphs = case.get("graphs")
         breaks = case.get("graph_breaks")
         rows.append(
@@ -150,8 +148,9 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def failures(cases: list[dict[str, Any]]) -> list[str]:
-    """One line per case that did not pass (not-available backends folded into one line each)."""
-    lines, folded = [], defaultdict(list)
+    """One line per case that did not pass; not-available and skipped cases folded by reason."""
+    lines: list[str] = []
+    folded: dict[tuple[str, str], tuple[set[str], set[str]]] = defaultdict(lambda: (set(), set()))
     for case in sorted(cases, key=_model_order):
         status = case.get("status")
         if status == "pass":
@@ -159,16 +158,21 @@ def failures(cases: list[dict[str, Any]]) -> list[str]:
         first_line = (case.get("error") or case.get("accuracy_detail") or "").strip().splitlines()
         reason = first_line[0][:200] if first_line else ""
         if status in ("not_available", "skipped"):
-            folded[(status, case["backend"], reason)].append(f"{case['model']}/{case['mode']}")
+            backends, models = folded[(status, reason)]
+            backends.add(case["backend"])
+            models.add(case["model"])
             continue
-        lines.append(
-            f"- `{case['model']}` {case['mode']} {case['dtype']} **{case['backend']}**: {status}: {reason}"
-        )
-    for (status, backend, reason), which in sorted(folded.items()):
-        lines.append(
-            f"- **{backend}** {status} for {len(which)} cases ({', '.join(sorted(set(which))[:6])}{'…' if len(set(which)) > 6 else ''}): {reason}"
-        )
+        where = f"`{case['model']}` {case['mode']} {case['dtype']} **{case['backend']}**"
+        lines.append(f"- {where}: {status}: {reason}")
+    for (status, reason), (backends, models) in sorted(folded.items()):
+        lines.append(f"- {status}: {', '.join(sorted(backends))} on {_listing(models)}: {reason}")
     return lines
+
+
+def _listing(names: set[str], shown: int = 6) -> str:
+    ordered = sorted(names)
+    more = f" and {len(ordered) - shown} more" if len(ordered) > shown else ""
+    return ", ".join(ordered[:shown]) + more
 
 
 def render(runs: list[dict[str, Any]], cases: list[dict[str, Any]], title: str) -> str:
