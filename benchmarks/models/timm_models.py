@@ -30,7 +30,8 @@ def _builder(name: str) -> Callable[[str, str], Workload]:
         architecture = small_architecture if size == "small" else gpu_architecture
         batch = 2 if size == "small" else gpu_batch
         model = timm.create_model(architecture, pretrained=False, num_classes=100, drop_rate=0.0)
-        image = model.default_cfg.get("input_size", (3, 224, 224))[-1]
+        config = getattr(model, "pretrained_cfg", None) or getattr(model, "default_cfg", {})
+        image = int(config.get("input_size", (3, 224, 224))[-1])
         pixels = torch.randn(batch, 3, image, image)
         description = f"timm {architecture}, batch {batch}"
         if mode == "inference":

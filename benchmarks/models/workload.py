@@ -45,7 +45,7 @@ class KeywordAdapter(nn.Module):
         self.output = output
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-        result = self.model(**dict(zip(self.input_names, inputs, strict=True)))
+        result = self.model(**dict(zip(self.input_names, inputs)))
         return getattr(result, self.output)
 
 
