@@ -1,8 +1,9 @@
 """ember-capture: turns Python programs into ember Graphs and hands them to backends.
 
-Today it holds the backend registry (`register_backend`, `list_backends`, `lookup_backend`,
-filled from the `ember.backends` entry-point group) and the built-in `eager` backend;
-`compile()` and the bytecode interpreter come next (see the package README).
+`compile()` captures a function or nn.Module by interpreting its bytecode, guards what it
+assumed and caches the result (`reset()`, `disable()`); backends come from the registry
+(`register_backend`, `list_backends`, `lookup_backend`, the `ember.backends` entry points)
+with the built-in `eager`.
 """
 
 from ember.capture.backends.eager import eager
@@ -16,12 +17,15 @@ from ember.capture.backends.registry import (
     lookup_backend,
     register_backend,
 )
+from ember.capture.cache import RecompileLimitWarning
+from ember.capture.compile import compile, disable, reset
 from ember.capture.errors import (
     BackendLoadError,
     BackendNotFound,
     BackendRegistrationError,
     CaptureError,
 )
+from ember.capture.unsupported import Unsupported
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -32,9 +36,14 @@ __all__ = [
     "BackendRegistrationError",
     "BackendRegistry",
     "CaptureError",
+    "RecompileLimitWarning",
+    "Unsupported",
+    "compile",
     "default_registry",
+    "disable",
     "eager",
     "list_backends",
     "lookup_backend",
     "register_backend",
+    "reset",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import types
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,16 +32,17 @@ class CacheEntry:
     graph: Graph | None
 
 
-@dataclass
+@dataclass(eq=False)
 class CodeEntries:
     """The entries of one code object under one compile() call."""
 
+    code: types.CodeType
     entries: list[CacheEntry] = field(default_factory=list)
     warned: bool = False
 
 
 class CaptureCache:
-    """Every cache entry, keyed by code object and the compile() call that made it."""
+    """Every table of cache entries (held weakly: a table lives as long as its compile())."""
 
     def __init__(self, limit: int | None = None) -> None:
         self.limit = (
@@ -48,18 +50,19 @@ class CaptureCache:
             if limit is not None
             else int(os.environ.get("EMBER_CACHE_SIZE_LIMIT", DEFAULT_LIMIT))
         )
-        self._table: dict[tuple[types.CodeType, int], CodeEntries] = {}
+        self._tables: weakref.WeakSet[CodeEntries] = weakref.WeakSet()
 
-    def entries(self, code: types.CodeType, owner: int) -> CodeEntries:
-        key = (code, owner)
-        found = self._table.get(key)
-        if found is None:
-            found = self._table[key] = CodeEntries()
-        return found
+    def table(self, code: types.CodeType) -> CodeEntries:
+        """A new, empty table for `code`, which reset() will clear."""
+        entries = CodeEntries(code)
+        self._tables.add(entries)
+        return entries
 
     def reset(self) -> None:
         """Drop every entry (the next call of each compiled function captures again)."""
-        self._table.clear()
+        for table in list(self._tables):
+            table.entries.clear()
+            table.warned = False
 
 
 CACHE = CaptureCache()

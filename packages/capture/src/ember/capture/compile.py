@@ -20,7 +20,7 @@ from torch import nn
 from ember.capture import logs
 from ember.capture.backends.registry import Backend, lookup_backend
 from ember.capture.bytecode.frame import decode
-from ember.capture.cache import CACHE, RecompileLimitWarning
+from ember.capture.cache import CACHE, CodeEntries, RecompileLimitWarning
 from ember.capture.codegen import dispatcher_function
 from ember.capture.translate import FUNCTION_KEY, capture_call
 from ember.capture.variables.functions import DISABLED_CODES
@@ -40,10 +40,11 @@ class CompiledFunction:
         self.captures = 0
         self.recompile_reasons: list[str] = []
         self.eager_fallbacks = 0
+        self.table = CACHE.table(self.code)
 
     def dispatch(self, arguments: dict[str, Any]) -> Any:
         arguments[FUNCTION_KEY] = self.fn
-        table = CACHE.entries(self.code, id(self))
+        table = self.table
         for entry in table.entries:
             if entry.check.check(arguments, self.globals):
                 return entry.entry(arguments)
@@ -60,7 +61,7 @@ class CompiledFunction:
         table.entries.append(entry)
         return entry.entry(arguments)
 
-    def _run_eagerly(self, table: Any, arguments: dict[str, Any], reason: str) -> Any:
+    def _run_eagerly(self, table: CodeEntries, arguments: dict[str, Any], reason: str) -> Any:
         if not table.warned:
             table.warned = True
             warnings.warn(

@@ -1,0 +1,67 @@
+"""Constructs capture does not model raise `Unsupported`, naming the user's line and the
+construct (graph breaks replace these errors in the next issue)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ember.capture import CaptureError
+from ember.capture.compile import compile as ember_compile
+from ember.capture.compile import disable
+from ember.capture.testing import CompileCounter
+from ember.capture.unsupported import Unsupported
+
+
+def prints(x):
+    print("hello")
+    return x
+
+
+def data_dependent_if(x):
+    if x.sum() > 0:
+        return x
+    return -x
+
+
+def reads_item(x):
+    return x * x.sum().item()
+
+
+def imports(x):
+    import math
+
+    return x * math.pi
+
+
+@disable
+def opaque(x):
+    return x + 1
+
+
+def calls_disabled(x):
+    return opaque(x) * 2
+
+
+@pytest.mark.parametrize(
+    "fn,construct",
+    [
+        (prints, "print()"),
+        (data_dependent_if, "control flow that depends on a tensor's value"),
+        (reads_item, "reading a tensor value into Python (.item())"),
+        (imports, "import statements"),
+        (calls_disabled, "marked ember.capture.disable"),
+    ],
+)
+def test_unsupported_names_line_and_construct(fn, construct: str) -> None:
+    compiled = ember_compile(fn, backend=CompileCounter())
+    with pytest.raises(Unsupported) as info:
+        compiled(torch.ones(2))
+    message = str(info.value)
+    assert construct in message
+    assert "test_unsupported.py:" in message
+    assert isinstance(info.value, CaptureError)
+
+
+def test_disabled_function_runs_eagerly() -> None:
+    assert torch.equal(opaque(torch.ones(2)), torch.full((2,), 2.0))
