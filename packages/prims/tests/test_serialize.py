@@ -772,6 +772,7 @@ def test_missing_subgraph() -> None:
         ("s9", "symbol 's9' is not declared"),
         ({"op": "Add", "args": ["s0"]}, "Add takes at least 2 operands, got 1"),
         ({"op": "Pow", "args": ["s0", 2, 3]}, "Pow takes 2 operands, got 3"),
+        ({"op": "Max", "args": list(range(1025))}, "1025 operands; at most 1024"),
         ({"op": "And", "args": ["s0", 1]}, r"args\[1\]: an operand of And must be a boolean"),
         ({"op": "Add", "args": [True, 1]}, "an operand of Add must be a number expression"),
         ({"op": "Rational", "p": 2, "q": 4}, "not in lowest terms"),

@@ -26,7 +26,7 @@ from ember.prims.serialize.limits import (
     MAX_TREE_DEPTH,
 )
 from ember.prims.serialize.literals import decode_arg, decode_device, decode_dtype
-from ember.prims.serialize.reader import Field, describe
+from ember.prims.serialize.reader import Field, describe, quote
 from ember.prims.serialize.symexpr import decode_expr
 from ember.prims.source import SourceLocation
 from ember.prims.specs import ScalarSpec, Spec, SymbolInfo, TensorSpec
@@ -61,13 +61,13 @@ class _GraphDecoder:
 
     def check_value(self, name: str, field: Field) -> None:
         if self.placing_inputs and name not in self.input_names:
-            field.fail(f"{name!r} is not an input of the graph")
+            field.fail(f"{quote(name)} is not an input of the graph")
         if name not in self.defined:
-            field.fail(f"{name!r} is used before it is defined (or never defined)")
+            field.fail(f"{quote(name)} is used before it is defined (or never defined)")
 
     def check_subgraph(self, name: str, field: Field) -> None:
         if name not in self.subgraphs:
-            field.fail(f"sub-graph {name!r} is not in the graph's sub-graph table")
+            field.fail(f"sub-graph {quote(name)} is not in the graph's sub-graph table")
 
     # ---- the graph -------------------------------------------------------------------------
 
@@ -121,22 +121,26 @@ class _GraphDecoder:
         value = self._define(members["name"], members["spec"])
         kind_name = members["kind"].string()
         if kind_name not in _INPUT_KINDS:
-            members["kind"].fail(f"unknown input kind {kind_name!r}; expected {list(_INPUT_KINDS)}")
+            members["kind"].fail(
+                f"unknown input kind {quote(kind_name)}; expected {list(_INPUT_KINDS)}"
+            )
         kind = _INPUT_KINDS[kind_name]
         target = members["target"].optional_string()
         if kind is not InputKind.USER and not target:
             members["target"].fail(f"a {kind_name} input names its constants-table entry")
         # Parameters and buffers may be bound by the caller; tensor literals never are.
         if kind is InputKind.CONSTANT and target not in constants:
-            members["target"].fail(f"constant {target!r} is not in the graph's constants table")
+            members["target"].fail(
+                f"constant {quote(target)} is not in the graph's constants table"
+            )
         return GraphInput(value, kind, target)
 
     def _define(self, name_field: Field, spec_field: Field) -> Value:
         name = name_field.string()
         if not name.isidentifier() or keyword.iskeyword(name):
-            name_field.fail(f"value name {name[:100]!r} is not a Python identifier")
+            name_field.fail(f"value name {quote(name)} is not a Python identifier")
         if name in self.defined:
-            name_field.fail(f"value {name!r} is defined twice")
+            name_field.fail(f"value {quote(name)} is defined twice")
         value = Value(name, self._spec(spec_field))
         self.defined[name] = value
         return value
@@ -145,7 +149,7 @@ class _GraphDecoder:
         members = field.object(("target", "args", "kwargs", "outputs", "source"))
         target = members["target"].string()
         if not _is_known_op(target):
-            members["target"].fail(f"unknown operator {target[:200]!r}")
+            members["target"].fail(f"unknown operator {quote(target)}")
         args = [decode_arg(item, self) for item in members["args"].array()]
         kwargs = {key: decode_arg(item, self) for key, item in members["kwargs"].map()}
         # Outputs are defined after the arguments are read: a node cannot use its own output.
@@ -171,12 +175,12 @@ class _GraphDecoder:
             members = field.object(("kind", "type", "expr"))
             scalar_type = members["type"].string()
             if scalar_type not in SCALAR_TYPES:
-                members["type"].fail(f"unknown scalar type {scalar_type!r}")
+                members["type"].fail(f"unknown scalar type {quote(scalar_type)}")
             expr_field = members["expr"]
             expr = None if expr_field.value is None else decode_expr(expr_field, self.symbols)
             return ScalarSpec(scalar_type, expr)
         if kind != "tensor":
-            field.child(kind, ".kind").fail(f"unknown spec kind {kind!r}")
+            field.child(kind, ".kind").fail(f"unknown spec kind {quote(kind)}")
         members = field.object(
             ("kind", "dtype", "shape", "strides", "storage_offset", "device", "requires_grad")
         )
@@ -252,7 +256,7 @@ def _tree(field: Field, depth: int) -> TreeSpec:
         field.object(("kind",))
         return TreeSpec("leaf")
     if kind not in ("tuple", "list", "dict"):
-        field.child(kind, ".kind").fail(f"unknown tree kind {kind!r}")
+        field.child(kind, ".kind").fail(f"unknown tree kind {quote(kind)}")
     if kind != "dict":
         members = field.object(("kind", "children"))
         return TreeSpec(kind, tuple(_tree(item, depth + 1) for item in members["children"].array()))

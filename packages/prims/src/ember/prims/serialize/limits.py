@@ -31,5 +31,8 @@ MAX_FLOAT_EXPONENT = 2**20
 # verifier and Graph.__eq__; these keep every recursion far below the interpreter's limit.
 MAX_ARG_DEPTH = 32  # lists and tuples inside one argument
 MAX_EXPR_DEPTH = 128  # sympy expression trees
+# Operands of one expression node: sympy sorts the operands of Max, Min, And and Or, so the
+# cost per operand grows with their number; real size expressions have a handful.
+MAX_EXPR_ARGS = 1024
 MAX_TREE_DEPTH = 64  # pytree signatures (in_spec, out_spec)
 MAX_SUBGRAPH_DEPTH = 16  # sub-graphs inside sub-graphs

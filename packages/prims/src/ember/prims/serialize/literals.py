@@ -16,7 +16,7 @@ import torch
 from ember.prims.errors import GraphFormatError
 from ember.prims.graph import Ref, SubgraphRef
 from ember.prims.serialize.limits import MAX_ARG_DEPTH, MAX_DEVICE_INDEX
-from ember.prims.serialize.reader import Field
+from ember.prims.serialize.reader import Field, quote
 from ember.prims.serialize.scalars import decode_float, encode_float, encode_int, is_float
 from ember.prims.serialize.symexpr import decode_expr, encode_expr
 from ember.prims.specs import (
@@ -147,7 +147,7 @@ def decode_arg(field: Field, scope: Scope, depth: int = 0) -> Any:
         return _lookup(inner, MEMORY_FORMATS, "memory format")
     if tag == "$sym":
         return decode_expr(inner, scope.symbols)
-    field.fail(f"unknown literal tag {tag!r}")
+    field.fail(f"unknown literal tag {quote(tag)}")
 
 
 def decode_dtype(field: Field) -> torch.dtype:
@@ -159,7 +159,7 @@ def decode_device(field: Field) -> torch.device:
     match = _DEVICE.fullmatch(text)
     if match is None or match.group(1) not in DEVICE_TYPES:
         field.fail(
-            f"unknown device {text[:100]!r}; expected a type of {list(DEVICE_TYPES)} "
+            f"unknown device {quote(text)}; expected a type of {list(DEVICE_TYPES)} "
             f"with an optional index 0..{MAX_DEVICE_INDEX}, like 'cuda:0'"
         )
     index = match.group(2)
@@ -173,5 +173,5 @@ def decode_device(field: Field) -> torch.device:
 def _lookup(field: Field, table: dict[str, Any], what: str) -> Any:
     name = field.string()
     if name not in table:
-        field.fail(f"unknown {what} {name[:100]!r}")
+        field.fail(f"unknown {what} {quote(name)}")
     return table[name]

@@ -35,6 +35,13 @@ def describe(value: Any) -> str:
     return type(value).__name__
 
 
+def quote(text: Any, limit: int = 80) -> str:
+    """`repr` of a string from the document, cut short: messages stay readable on any input."""
+    if isinstance(text, str) and len(text) > limit:
+        return repr(text[:limit]) + f"... ({len(text)} characters)"
+    return repr(text)
+
+
 class Field:
     """One JSON value of the document and its path from the root."""
 
@@ -78,7 +85,7 @@ class Field:
         members: dict[str, Field] = {}
         for key in required:
             if key not in self.value:
-                self.fail(f"missing key {key!r}")
+                self.fail(f"missing key {quote(key)}")
             members[key] = Field(self.value[key], self, f".{key}")
         for key in optional:
             if key in self.value:
@@ -86,14 +93,14 @@ class Field:
         if not self.lenient and len(members) != len(self.value):
             for key in self.value:
                 if key not in members:
-                    self.fail(f"unknown key {key!r}")
+                    self.fail(f"unknown key {quote(key)}")
         return members
 
     def map(self) -> list[tuple[str, Field]]:
         """The entries of a JSON object used as a name -> value table, in document order."""
         if not isinstance(self.value, dict):
             self.fail(f"expected an object (a table by name), got {describe(self.value)}")
-        return [(key, Field(item, self, f"[{key!r}]")) for key, item in self.value.items()]
+        return [(key, Field(item, self, f"[{quote(key)}]")) for key, item in self.value.items()]
 
     def array(self, length: int | None = None) -> list[Field]:
         if not isinstance(self.value, list):

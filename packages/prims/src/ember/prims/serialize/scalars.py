@@ -12,7 +12,7 @@ from typing import Any
 
 from ember.prims.errors import GraphFormatError
 from ember.prims.serialize.limits import JSON_SAFE_INT, MAX_INT_BITS
-from ember.prims.serialize.reader import Field, describe
+from ember.prims.serialize.reader import Field, describe, quote
 
 _NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
@@ -48,7 +48,7 @@ def decode_float(field: Field) -> float:
     if isinstance(value, dict) and len(value) == 1 and "$float" in value:
         name = field.child(value["$float"], ".$float").string()
         if name not in _NON_FINITE:
-            field.fail(f"unknown float {name!r}; expected one of {sorted(_NON_FINITE)}")
+            field.fail(f"unknown float {quote(name)}; expected one of {sorted(_NON_FINITE)}")
         return _NON_FINITE[name]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         field.fail(f"expected a number, got {describe(value)}")

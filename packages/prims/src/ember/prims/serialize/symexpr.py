@@ -18,8 +18,13 @@ import sympy
 from sympy.logic.boolalg import Boolean, BooleanFalse, BooleanTrue
 
 from ember.prims.errors import GraphFormatError
-from ember.prims.serialize.limits import MAX_EXPR_DEPTH, MAX_FLOAT_EXPONENT, MAX_FLOAT_PRECISION
-from ember.prims.serialize.reader import Field, describe
+from ember.prims.serialize.limits import (
+    MAX_EXPR_ARGS,
+    MAX_EXPR_DEPTH,
+    MAX_FLOAT_EXPONENT,
+    MAX_FLOAT_PRECISION,
+)
+from ember.prims.serialize.reader import Field, describe, quote
 from ember.prims.serialize.scalars import encode_int
 from ember.prims.specs import symbol
 
@@ -117,6 +122,11 @@ def encode_expr(expr: sympy.Basic, path: str, depth: int = 0) -> Any:
             f"cannot serialize {path}: sympy {type(expr).__name__} ({expr}) is not in the "
             "expression set of docs/graph-format.md"
         )
+    if len(expr.args) > MAX_EXPR_ARGS:
+        raise GraphFormatError(
+            f"cannot serialize {path}: {name} of {len(expr.args)} operands (at most "
+            f"{MAX_EXPR_ARGS})"
+        )
     return {"op": name, "args": [encode_expr(arg, path, depth + 1) for arg in expr.args]}
 
 
@@ -146,7 +156,7 @@ def decode_expr(field: Field, symbols: Collection[str], depth: int = 0) -> sympy
         return sympy.Integer(field.integer())
     if isinstance(value, str):
         if value not in symbols:
-            field.fail(f"symbol {value!r} is not declared in the graph's symbols")
+            field.fail(f"symbol {quote(value)} is not declared in the graph's symbols")
         return symbol(value)
     if not isinstance(value, dict) or not isinstance(value.get("op"), str):
         field.fail(
@@ -163,9 +173,11 @@ def decode_expr(field: Field, symbols: Collection[str], depth: int = 0) -> sympy
         return _decode_float(field)
     operator = OPERATORS.get(op)
     if operator is None:
-        field.child(op, ".op").fail(f"unknown expression operator {op!r}")
+        field.child(op, ".op").fail(f"unknown expression operator {quote(op)}")
     members = field.object(("op", "args"))
     items = members["args"].array()
+    if len(items) > MAX_EXPR_ARGS:
+        members["args"].fail(f"{len(items)} operands; at most {MAX_EXPR_ARGS} are allowed")
     if len(items) < operator.min_args or (
         operator.max_args is not None and len(items) > operator.max_args
     ):
@@ -191,9 +203,9 @@ def _check_operands(
         kinds = "expr" if isinstance(args[0], sympy.Expr) else "boolean"
     for item, arg in zip(items, args):
         if kinds == "expr" and not isinstance(arg, sympy.Expr):
-            item.fail(f"an operand of {op} must be a number expression, got {arg}")
+            item.fail(f"an operand of {op} must be a number expression, got {quote(str(arg))}")
         if kinds == "boolean" and not isinstance(arg, Boolean):
-            item.fail(f"an operand of {op} must be a boolean expression, got {arg}")
+            item.fail(f"an operand of {op} must be a boolean expression, got {quote(str(arg))}")
 
 
 def _decode_rational(field: Field) -> sympy.Basic:
