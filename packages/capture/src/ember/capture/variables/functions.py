@@ -56,6 +56,10 @@ class CellVariable(Variable):
         self.contents = value
 
 
+# Function attributes that user code (decorators, introspection) may read.
+_READABLE = ("__module__", "__doc__", "__defaults__", "__kwdefaults__", "__wrapped__", "__dict__")
+
+
 class FunctionVariable(Variable):
     """A Python function: a real one (`fn` set) or one made while capturing (MAKE_FUNCTION)."""
 
@@ -120,12 +124,19 @@ class FunctionVariable(Variable):
         return f"the function {self.name}"
 
     def getattr(self, frame: Frame, name: str) -> Variable:
+        from ember.capture.variables.builder import wrap, wrap_result
         from ember.capture.variables.constant import ConstantVariable
 
         if name in ("__name__", "__qualname__"):
-            return ConstantVariable(
-                self.name.rsplit(".", 1)[-1] if name == "__name__" else self.name
-            )
+            short = self.name.rsplit(".", 1)[-1]
+            return ConstantVariable(short if name == "__name__" else self.name)
+        if name == "__code__":
+            return ConstantVariable(self.code)
+        if self.fn is not None and name in _READABLE and hasattr(self.fn, name):
+            value = getattr(self.fn, name)
+            if self.source is not None:
+                return wrap(frame, value, AttrSource(self.source, name))
+            return wrap_result(frame, value)
         return super().getattr(frame, name)
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
