@@ -48,11 +48,16 @@ class Field:
     __slots__ = ("_parent", "_step", "lenient", "value")
 
     def __init__(
-        self, value: Any, parent: Field | None = None, step: str = "", *, lenient: bool = False
+        self,
+        value: Any,
+        parent: Field | None = None,
+        step: str | int | tuple[str] = "",
+        *,
+        lenient: bool = False,
     ) -> None:
         self.value = value
         self._parent = parent
-        self._step = step
+        self._step = step  # ".key", an array index, or (name,) for an entry of a table
         # Documents of a newer minor version may carry fields this reader does not know.
         self.lenient: bool = lenient if parent is None else parent.lenient
 
@@ -63,7 +68,13 @@ class Field:
         steps: list[str] = []
         field: Field | None = self
         while field is not None:
-            steps.append(field._step)
+            step = field._step
+            if isinstance(step, int):
+                steps.append(f"[{step}]")
+            elif isinstance(step, tuple):
+                steps.append(f"[{quote(step[0])}]")
+            else:
+                steps.append(step)
             field = field._parent
         return "".join(reversed(steps)).lstrip(".") or "document"
 
@@ -86,10 +97,10 @@ class Field:
         for key in required:
             if key not in self.value:
                 self.fail(f"missing key {quote(key)}")
-            members[key] = Field(self.value[key], self, f".{key}")
+            members[key] = Field(self.value[key], self, "." + key)
         for key in optional:
             if key in self.value:
-                members[key] = Field(self.value[key], self, f".{key}")
+                members[key] = Field(self.value[key], self, "." + key)
         if not self.lenient and len(members) != len(self.value):
             for key in self.value:
                 if key not in members:
@@ -100,14 +111,14 @@ class Field:
         """The entries of a JSON object used as a name -> value table, in document order."""
         if not isinstance(self.value, dict):
             self.fail(f"expected an object (a table by name), got {describe(self.value)}")
-        return [(key, Field(item, self, f"[{quote(key)}]")) for key, item in self.value.items()]
+        return [(key, Field(item, self, (key,))) for key, item in self.value.items()]
 
     def array(self, length: int | None = None) -> list[Field]:
         if not isinstance(self.value, list):
             self.fail(f"expected an array, got {describe(self.value)}")
         if length is not None and len(self.value) != length:
             self.fail(f"expected {length} items, got {len(self.value)}")
-        return [Field(item, self, f"[{index}]") for index, item in enumerate(self.value)]
+        return [Field(item, self, index) for index, item in enumerate(self.value)]
 
     # ---- scalars ---------------------------------------------------------------------------
 
