@@ -16,7 +16,7 @@ from typing import Any
 
 from bytecode import Bytecode, CompilerFlags, Instr
 
-from ember.capture.guards.source import Source, call_instructions
+from ember.capture.guards.source import Source, call_instructions, load_const
 
 OUTPUTS = "__ember_outputs"
 
@@ -39,7 +39,7 @@ def dispatcher_function(
     count = code.co_argcount + code.co_kwonlyargcount
     count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
     names = list(code.co_varnames[:count])
-    body: list[Instr] = [Instr("RESUME", 0), Instr("PUSH_NULL"), Instr("LOAD_CONST", dispatch)]
+    body: list[Instr] = [Instr("RESUME", 0), Instr("PUSH_NULL"), load_const(dispatch)]
     for name in names:
         body += [Instr("LOAD_CONST", name), Instr("LOAD_FAST", name)]
     body += [Instr("BUILD_MAP", len(names)), *call_instructions(1), Instr("RETURN_VALUE")]
@@ -74,7 +74,7 @@ def entry_function(
     load_locals = [Instr("LOAD_FAST", "L")]
     body: list[Instr] = [Instr("RESUME", 0)]
     if compiled is not None:
-        body += [Instr("PUSH_NULL"), Instr("LOAD_CONST", compiled)]
+        body += [Instr("PUSH_NULL"), load_const(compiled)]
         for source in inputs:
             body += source.emit(load_locals, globals_dict)
         body += [*call_instructions(len(inputs)), Instr("STORE_FAST", OUTPUTS)]
@@ -95,13 +95,13 @@ def _emit_output(
     if plan.kind == "graph":
         return [
             Instr("LOAD_FAST", OUTPUTS),
-            Instr("LOAD_CONST", plan.value),
+            load_const(plan.value),
             Instr("BINARY_SUBSCR"),
         ]
     if plan.kind == "source":
         return plan.value.emit(load_locals, globals_dict)
     if plan.kind == "constant":
-        return [Instr("LOAD_CONST", plan.value)]
+        return [load_const(plan.value)]
     children = [
         i for child in plan.children for i in _emit_output(child, load_locals, globals_dict)
     ]
@@ -119,14 +119,14 @@ def _emit_output(
         count = len(plan.children)
         return [
             Instr("PUSH_NULL"),
-            Instr("LOAD_CONST", plan.value),
+            load_const(plan.value),
             *children,
             *call_instructions(count),
         ]
     if plan.kind == "structseq":
         return [
             Instr("PUSH_NULL"),
-            Instr("LOAD_CONST", plan.value),
+            load_const(plan.value),
             *children,
             Instr("BUILD_TUPLE", len(plan.children)),
             *call_instructions(1),

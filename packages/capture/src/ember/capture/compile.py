@@ -13,7 +13,7 @@ import inspect
 import types
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 from torch import nn
 
@@ -102,14 +102,6 @@ def _backend(backend: str | Backend) -> tuple[Backend, str]:
     return backend, getattr(backend, "__name__", type(backend).__name__)
 
 
-@overload
-def compile(fn_or_module: F, **options: Any) -> F: ...  # noqa: A001
-
-
-@overload
-def compile(fn_or_module: None = None, **options: Any) -> Callable[[F], F]: ...  # noqa: A001
-
-
 def compile(  # noqa: A001 - mirrors torch.compile
     fn_or_module: Any = None,
     *,
@@ -141,9 +133,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
     fn = fn_or_module
     if getattr(fn, "_ember_compiled", None) is not None:
         fn = fn._ember_compiled.fn
-    if isinstance(fn, types.MethodType):
-        bound_self = fn.__self__
-        return types.MethodType(_compile_function(fn.__func__, compiler, name), bound_self)
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        return types.MethodType(_compile_function(fn.__func__, compiler, name), fn.__self__)
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"ember.compile takes a Python function or an nn.Module, got {fn!r}")
     return _compile_function(fn, compiler, name)
@@ -170,7 +161,7 @@ def _compile_module(module: nn.Module, compiler: Backend, name: str) -> nn.Modul
         "__qualname__": original.__qualname__,
     }
     derived = type(original.__name__, (original,), namespace)
-    compiled = object.__new__(derived)
+    compiled: nn.Module = object.__new__(derived)
     # One __dict__ for both: parameters, buffers, submodules and attributes read and write
     # through, and state_dict() is the original's.
     compiled.__dict__ = module.__dict__
@@ -190,4 +181,4 @@ def disable(fn: F) -> F:
     code = getattr(target, "__code__", None)
     if code is not None:
         DISABLED_CODES.add(code)
-    return target  # type: ignore[no-any-return]
+    return target

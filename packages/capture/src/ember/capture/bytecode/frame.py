@@ -11,7 +11,7 @@ import inspect
 import linecache
 import types
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bytecode import Bytecode, Instr, Label
 
@@ -30,17 +30,31 @@ _GENERATOR_FLAGS = inspect.CO_GENERATOR
 _ASYNC_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 
+class Step(NamedTuple):
+    """One decoded instruction. Jump targets are instruction indexes."""
+
+    name: str
+    arg: Any  # its type depends on the opcode (a name, a count, an enum...): handlers know it
+    lineno: int | None
+
+
 @lru_cache(maxsize=512)
-def decode(code: types.CodeType) -> tuple[list[Instr], dict[Label, int]]:
-    """The instructions of `code` (pseudo-instructions dropped) and each label's index."""
-    instructions: list[Instr] = []
+def decode(code: types.CodeType) -> list[Step]:
+    """The instructions of `code`, pseudo-instructions dropped, labels resolved to indexes."""
+    items = list(Bytecode.from_code(code))
     labels: dict[Label, int] = {}
-    for item in Bytecode.from_code(code):
+    count = 0
+    for item in items:
         if isinstance(item, Label):
-            labels[item] = len(instructions)
+            labels[item] = count
         elif isinstance(item, Instr):
-            instructions.append(item)
-    return instructions, labels
+            count += 1
+    steps: list[Step] = []
+    for item in items:
+        if isinstance(item, Instr):
+            arg = labels[item.arg] if isinstance(item.arg, Label) else item.arg
+            steps.append(Step(item.name, arg, item.lineno))
+    return steps
 
 
 class Frame:
@@ -60,8 +74,8 @@ class Frame:
         self.code = code
         self.globals = globals_dict
         self.parent = parent
-        self.depth = 0 if parent is None else parent.depth + 1
-        self.instructions, self.labels = decode(code)
+        self.depth: int = 0 if parent is None else parent.depth + 1
+        self.instructions = decode(code)
         self.stack: list[Variable] = []
         self.locals: dict[str, Variable] = dict(local_values)
         # The root frame wraps its arguments lazily, on first read, so guards say where.
@@ -100,8 +114,8 @@ class Frame:
         text = linecache.getline(code.co_filename, self.lineno).strip()
         return SourceLocation(code.co_filename, self.lineno, code.co_name, text)
 
-    def jump(self, label: Label) -> None:
-        self.pc = self.labels[label]
+    def jump(self, target: int) -> None:
+        self.pc = target
 
     # ---- stack ---------------------------------------------------------------------------
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from bytecode import BinaryOp, Compare, Instr, Intrinsic1Op
+from bytecode import BinaryOp, Compare, Intrinsic1Op
 
-from ember.capture.bytecode.frame import Frame
+from ember.capture.bytecode.frame import Frame, Step
 from ember.capture.bytecode.registry import handler
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables import operators
@@ -49,7 +49,7 @@ _COMPARE: dict[Compare, Any] = {
 
 
 @handler("BINARY_OP")
-def binary_op(frame: Frame, instr: Instr) -> None:
+def binary_op(frame: Frame, instr: Step) -> None:
     kind: BinaryOp = instr.arg
     inplace = kind.name.startswith("INPLACE_")
     op = _BINARY[kind.name.removeprefix("INPLACE_")]
@@ -59,55 +59,55 @@ def binary_op(frame: Frame, instr: Instr) -> None:
 
 
 @handler("UNARY_NEGATIVE")
-def unary_negative(frame: Frame, instr: Instr) -> None:
+def unary_negative(frame: Frame, instr: Step) -> None:
     frame.push(operators.unary(frame, operator.neg, frame.pop()))
 
 
 @handler("UNARY_POSITIVE", versions=PY311)
-def unary_positive(frame: Frame, instr: Instr) -> None:
+def unary_positive(frame: Frame, instr: Step) -> None:
     frame.push(operators.unary(frame, operator.pos, frame.pop()))
 
 
 @handler("UNARY_INVERT")
-def unary_invert(frame: Frame, instr: Instr) -> None:
+def unary_invert(frame: Frame, instr: Step) -> None:
     frame.push(operators.unary(frame, operator.invert, frame.pop()))
 
 
 @handler("UNARY_NOT")
-def unary_not(frame: Frame, instr: Instr) -> None:
+def unary_not(frame: Frame, instr: Step) -> None:
     frame.push(operators.unary(frame, operator.not_, frame.pop()))
 
 
 @handler("COMPARE_OP")
-def compare_op(frame: Frame, instr: Instr) -> None:
+def compare_op(frame: Frame, instr: Step) -> None:
     right = frame.pop()
     left = frame.pop()
     frame.push(operators.compare(frame, _COMPARE[instr.arg], left, right))
 
 
 @handler("IS_OP")
-def is_op(frame: Frame, instr: Instr) -> None:
+def is_op(frame: Frame, instr: Step) -> None:
     right = frame.pop()
     left = frame.pop()
     frame.push(ConstantVariable(operators.identical(left, right) != bool(instr.arg)))
 
 
 @handler("CONTAINS_OP")
-def contains_op(frame: Frame, instr: Instr) -> None:
+def contains_op(frame: Frame, instr: Step) -> None:
     container = frame.pop()
     item = frame.pop()
     frame.push(ConstantVariable(operators.contains(frame, container, item) != bool(instr.arg)))
 
 
 @handler("BINARY_SUBSCR")
-def binary_subscr(frame: Frame, instr: Instr) -> None:
+def binary_subscr(frame: Frame, instr: Step) -> None:
     index = frame.pop()
     obj = frame.pop()
     frame.push(operators.getitem(frame, obj, index))
 
 
 @handler("STORE_SUBSCR")
-def store_subscr(frame: Frame, instr: Instr) -> None:
+def store_subscr(frame: Frame, instr: Step) -> None:
     index = frame.pop()
     obj = frame.pop()
     value = frame.pop()
@@ -115,7 +115,7 @@ def store_subscr(frame: Frame, instr: Instr) -> None:
 
 
 @handler("DELETE_SUBSCR")
-def delete_subscr(frame: Frame, instr: Instr) -> None:
+def delete_subscr(frame: Frame, instr: Step) -> None:
     index = frame.pop()
     obj = frame.pop()
     operators.delitem(frame, obj, index)
@@ -128,7 +128,7 @@ def _slice(frame: Frame, parts: list[Variable]) -> Variable:
 
 
 @handler("BINARY_SLICE", versions=PY312)
-def binary_slice(frame: Frame, instr: Instr) -> None:
+def binary_slice(frame: Frame, instr: Step) -> None:
     stop = frame.pop()
     start = frame.pop()
     obj = frame.pop()
@@ -136,7 +136,7 @@ def binary_slice(frame: Frame, instr: Instr) -> None:
 
 
 @handler("STORE_SLICE", versions=PY312)
-def store_slice(frame: Frame, instr: Instr) -> None:
+def store_slice(frame: Frame, instr: Step) -> None:
     stop = frame.pop()
     start = frame.pop()
     obj = frame.pop()
@@ -145,40 +145,40 @@ def store_slice(frame: Frame, instr: Instr) -> None:
 
 
 @handler("BUILD_SLICE")
-def build_slice(frame: Frame, instr: Instr) -> None:
+def build_slice(frame: Frame, instr: Step) -> None:
     frame.push(_slice(frame, frame.popn(instr.arg)))
 
 
 @handler("BUILD_TUPLE")
-def build_tuple(frame: Frame, instr: Instr) -> None:
+def build_tuple(frame: Frame, instr: Step) -> None:
     frame.push(TupleVariable(frame.popn(instr.arg)))
 
 
 @handler("BUILD_LIST")
-def build_list(frame: Frame, instr: Instr) -> None:
+def build_list(frame: Frame, instr: Step) -> None:
     frame.push(ListVariable(frame.popn(instr.arg)))
 
 
 @handler("BUILD_SET")
-def build_set(frame: Frame, instr: Instr) -> None:
+def build_set(frame: Frame, instr: Step) -> None:
     frame.push(SetVariable(frame.popn(instr.arg)))
 
 
 @handler("BUILD_MAP")
-def build_map(frame: Frame, instr: Instr) -> None:
+def build_map(frame: Frame, instr: Step) -> None:
     flat = frame.popn(2 * instr.arg)
     frame.push(DictVariable({k.constant(): v for k, v in zip(flat[::2], flat[1::2])}))
 
 
 @handler("BUILD_CONST_KEY_MAP")
-def build_const_key_map(frame: Frame, instr: Instr) -> None:
+def build_const_key_map(frame: Frame, instr: Step) -> None:
     keys = frame.pop().constant()
     values = frame.popn(instr.arg)
     frame.push(DictVariable(dict(zip(keys, values))))
 
 
 @handler("LIST_APPEND")
-def list_append(frame: Frame, instr: Instr) -> None:
+def list_append(frame: Frame, instr: Step) -> None:
     value = frame.pop()
     target = frame.stack[-instr.arg]
     assert isinstance(target, ListVariable)
@@ -186,7 +186,7 @@ def list_append(frame: Frame, instr: Instr) -> None:
 
 
 @handler("SET_ADD")
-def set_add(frame: Frame, instr: Instr) -> None:
+def set_add(frame: Frame, instr: Step) -> None:
     value = frame.pop()
     target = frame.stack[-instr.arg]
     assert isinstance(target, SetVariable)
@@ -194,7 +194,7 @@ def set_add(frame: Frame, instr: Instr) -> None:
 
 
 @handler("MAP_ADD")
-def map_add(frame: Frame, instr: Instr) -> None:
+def map_add(frame: Frame, instr: Step) -> None:
     value = frame.pop()
     key = frame.pop()
     target = frame.stack[-instr.arg]
@@ -203,7 +203,7 @@ def map_add(frame: Frame, instr: Instr) -> None:
 
 
 @handler("LIST_EXTEND")
-def list_extend(frame: Frame, instr: Instr) -> None:
+def list_extend(frame: Frame, instr: Step) -> None:
     values = frame.pop()
     target = frame.stack[-instr.arg]
     assert isinstance(target, ListVariable)
@@ -211,7 +211,7 @@ def list_extend(frame: Frame, instr: Instr) -> None:
 
 
 @handler("SET_UPDATE")
-def set_update(frame: Frame, instr: Instr) -> None:
+def set_update(frame: Frame, instr: Step) -> None:
     values = frame.pop()
     target = frame.stack[-instr.arg]
     assert isinstance(target, SetVariable)
@@ -219,7 +219,7 @@ def set_update(frame: Frame, instr: Instr) -> None:
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")
-def dict_update(frame: Frame, instr: Instr) -> None:
+def dict_update(frame: Frame, instr: Step) -> None:
     values = frame.pop()
     target = frame.stack[-instr.arg]
     assert isinstance(target, DictVariable)
@@ -229,12 +229,12 @@ def dict_update(frame: Frame, instr: Instr) -> None:
 
 
 @handler("LIST_TO_TUPLE", versions=PY311)
-def list_to_tuple(frame: Frame, instr: Instr) -> None:
+def list_to_tuple(frame: Frame, instr: Step) -> None:
     frame.push(TupleVariable(frame.pop().items(frame)))
 
 
 @handler("CALL_INTRINSIC_1", versions=PY312)
-def call_intrinsic_1(frame: Frame, instr: Instr) -> None:
+def call_intrinsic_1(frame: Frame, instr: Step) -> None:
     kind: Intrinsic1Op = instr.arg
     if kind is Intrinsic1Op.INTRINSIC_LIST_TO_TUPLE:
         frame.push(TupleVariable(frame.pop().items(frame)))
@@ -245,7 +245,7 @@ def call_intrinsic_1(frame: Frame, instr: Instr) -> None:
 
 
 @handler("UNPACK_SEQUENCE")
-def unpack_sequence(frame: Frame, instr: Instr) -> None:
+def unpack_sequence(frame: Frame, instr: Step) -> None:
     values = frame.pop().items(frame)
     if len(values) != instr.arg:
         raise Unsupported(f"unpacking {len(values)} values into {instr.arg} names (ValueError)")
@@ -254,7 +254,7 @@ def unpack_sequence(frame: Frame, instr: Instr) -> None:
 
 
 @handler("UNPACK_EX")
-def unpack_ex(frame: Frame, instr: Instr) -> None:
+def unpack_ex(frame: Frame, instr: Step) -> None:
     before, after = instr.arg & 0xFF, instr.arg >> 8
     values = frame.pop().items(frame)
     if len(values) < before + after:
@@ -271,7 +271,7 @@ _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
 
 
 @handler("FORMAT_VALUE")
-def format_value(frame: Frame, instr: Instr) -> None:
+def format_value(frame: Frame, instr: Step) -> None:
     spec = frame.pop().constant() if instr.arg & 0x04 else ""
     value = frame.pop().constant()
     convert = _CONVERSIONS[instr.arg & 0x03]
@@ -281,5 +281,5 @@ def format_value(frame: Frame, instr: Instr) -> None:
 
 
 @handler("BUILD_STRING")
-def build_string(frame: Frame, instr: Instr) -> None:
+def build_string(frame: Frame, instr: Step) -> None:
     frame.push(ConstantVariable("".join(part.constant() for part in frame.popn(instr.arg))))

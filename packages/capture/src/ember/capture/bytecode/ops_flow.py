@@ -4,9 +4,7 @@
 
 from __future__ import annotations
 
-from bytecode import Instr
-
-from ember.capture.bytecode.frame import Frame
+from ember.capture.bytecode.frame import Frame, Step
 from ember.capture.bytecode.registry import handler
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables.base import NULL, Variable
@@ -20,24 +18,24 @@ PY312 = ((3, 12),)
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
-def jump(frame: Frame, instr: Instr) -> None:
+def jump(frame: Frame, instr: Step) -> None:
     frame.jump(instr.arg)
 
 
-def _jump_if(frame: Frame, instr: Instr, when: bool) -> None:
+def _jump_if(frame: Frame, instr: Step, when: bool) -> None:
     if frame.pop().truth(frame) is when:
         frame.jump(instr.arg)
 
 
 @handler("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", versions=PY311)
 @handler("POP_JUMP_IF_TRUE", versions=PY312)
-def pop_jump_if_true(frame: Frame, instr: Instr) -> None:
+def pop_jump_if_true(frame: Frame, instr: Step) -> None:
     _jump_if(frame, instr, True)
 
 
 @handler("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", versions=PY311)
 @handler("POP_JUMP_IF_FALSE", versions=PY312)
-def pop_jump_if_false(frame: Frame, instr: Instr) -> None:
+def pop_jump_if_false(frame: Frame, instr: Step) -> None:
     _jump_if(frame, instr, False)
 
 
@@ -47,20 +45,20 @@ def _is_none(value: Variable) -> bool:
 
 @handler("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", versions=PY311)
 @handler("POP_JUMP_IF_NONE", versions=PY312)
-def pop_jump_if_none(frame: Frame, instr: Instr) -> None:
+def pop_jump_if_none(frame: Frame, instr: Step) -> None:
     if _is_none(frame.pop()):
         frame.jump(instr.arg)
 
 
 @handler("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", versions=PY311)
 @handler("POP_JUMP_IF_NOT_NONE", versions=PY312)
-def pop_jump_if_not_none(frame: Frame, instr: Instr) -> None:
+def pop_jump_if_not_none(frame: Frame, instr: Step) -> None:
     if not _is_none(frame.pop()):
         frame.jump(instr.arg)
 
 
 @handler("JUMP_IF_TRUE_OR_POP", versions=PY311)
-def jump_if_true_or_pop(frame: Frame, instr: Instr) -> None:
+def jump_if_true_or_pop(frame: Frame, instr: Step) -> None:
     if frame.top().truth(frame):
         frame.jump(instr.arg)
     else:
@@ -68,7 +66,7 @@ def jump_if_true_or_pop(frame: Frame, instr: Instr) -> None:
 
 
 @handler("JUMP_IF_FALSE_OR_POP", versions=PY311)
-def jump_if_false_or_pop(frame: Frame, instr: Instr) -> None:
+def jump_if_false_or_pop(frame: Frame, instr: Step) -> None:
     if not frame.top().truth(frame):
         frame.jump(instr.arg)
     else:
@@ -76,7 +74,7 @@ def jump_if_false_or_pop(frame: Frame, instr: Instr) -> None:
 
 
 @handler("GET_ITER")
-def get_iter(frame: Frame, instr: Instr) -> None:
+def get_iter(frame: Frame, instr: Step) -> None:
     value = frame.pop()
     frame.push(
         value if isinstance(value, IteratorVariable) else IteratorVariable(value.items(frame))
@@ -84,7 +82,7 @@ def get_iter(frame: Frame, instr: Instr) -> None:
 
 
 @handler("FOR_ITER")
-def for_iter(frame: Frame, instr: Instr) -> None:
+def for_iter(frame: Frame, instr: Step) -> None:
     iterator = frame.top()
     assert isinstance(iterator, IteratorVariable)
     value = iterator.next()
@@ -99,26 +97,26 @@ def for_iter(frame: Frame, instr: Instr) -> None:
 
 
 @handler("RETURN_VALUE")
-def return_value(frame: Frame, instr: Instr) -> None:
+def return_value(frame: Frame, instr: Step) -> None:
     frame.returned = frame.pop()
 
 
 @handler("RETURN_CONST", versions=PY312)
-def return_const(frame: Frame, instr: Instr) -> None:
+def return_const(frame: Frame, instr: Step) -> None:
     from ember.capture.bytecode.ops_names import constant_variable
 
     frame.returned = constant_variable(instr.arg)
 
 
 @handler("RETURN_GENERATOR")
-def return_generator(frame: Frame, instr: Instr) -> None:
+def return_generator(frame: Frame, instr: Step) -> None:
     if frame.yielded is None:
         raise Unsupported("a generator outside a generator function")
     frame.push(ConstantVariable(None))
 
 
 @handler("YIELD_VALUE")
-def yield_value(frame: Frame, instr: Instr) -> None:
+def yield_value(frame: Frame, instr: Step) -> None:
     if frame.yielded is None:
         raise Unsupported("yield outside a generator")
     frame.yielded.append(frame.pop())
@@ -126,12 +124,12 @@ def yield_value(frame: Frame, instr: Instr) -> None:
 
 
 @handler("KW_NAMES")
-def kw_names(frame: Frame, instr: Instr) -> None:
+def kw_names(frame: Frame, instr: Step) -> None:
     frame.kw_names = tuple(instr.arg)
 
 
 @handler("CALL")
-def call(frame: Frame, instr: Instr) -> None:
+def call(frame: Frame, instr: Step) -> None:
     args = frame.popn(instr.arg)
     names, frame.kw_names = frame.kw_names, ()
     below, callable_or_self = frame.popn(2)
@@ -145,7 +143,7 @@ def call(frame: Frame, instr: Instr) -> None:
 
 
 @handler("CALL_FUNCTION_EX")
-def call_function_ex(frame: Frame, instr: Instr) -> None:
+def call_function_ex(frame: Frame, instr: Step) -> None:
     kwargs_variable = frame.pop() if instr.arg & 0x01 else DictVariable({})
     args = frame.pop().items(frame)
     fn = frame.pop()
@@ -158,7 +156,7 @@ def call_function_ex(frame: Frame, instr: Instr) -> None:
 
 
 @handler("MAKE_FUNCTION")
-def make_function(frame: Frame, instr: Instr) -> None:
+def make_function(frame: Frame, instr: Step) -> None:
     code = frame.pop().constant()
     closure = frame.pop().items(frame) if instr.arg & 0x08 else []
     if instr.arg & 0x04:
@@ -191,7 +189,7 @@ class _ExitVariable(Variable):
 
 
 @handler("BEFORE_WITH")
-def before_with(frame: Frame, instr: Instr) -> None:
+def before_with(frame: Frame, instr: Step) -> None:
     manager = frame.pop()
     if not isinstance(manager, GradModeVariable):
         raise Unsupported(

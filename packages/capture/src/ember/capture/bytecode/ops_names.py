@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bytecode import CellVar, FreeVar, Instr
+from bytecode import CellVar, FreeVar
 
-from ember.capture.bytecode.frame import Frame
+from ember.capture.bytecode.frame import Frame, Step
 from ember.capture.bytecode.registry import handler
 from ember.capture.variables.base import NULL, Variable
 from ember.capture.variables.constant import ConstantVariable
@@ -24,32 +24,32 @@ CLEARED = _Cleared()
 
 
 @handler("NOP", "RESUME", "PRECALL", "EXTENDED_ARG", "CACHE")
-def nop(frame: Frame, instr: Instr) -> None:
+def nop(frame: Frame, instr: Step) -> None:
     pass
 
 
 @handler("POP_TOP")
-def pop_top(frame: Frame, instr: Instr) -> None:
+def pop_top(frame: Frame, instr: Step) -> None:
     frame.pop()
 
 
 @handler("END_FOR", versions=PY312)
-def end_for(frame: Frame, instr: Instr) -> None:
+def end_for(frame: Frame, instr: Step) -> None:
     frame.popn(2)
 
 
 @handler("PUSH_NULL")
-def push_null(frame: Frame, instr: Instr) -> None:
+def push_null(frame: Frame, instr: Step) -> None:
     frame.push(NULL)
 
 
 @handler("COPY")
-def copy(frame: Frame, instr: Instr) -> None:
+def copy(frame: Frame, instr: Step) -> None:
     frame.push(frame.stack[-instr.arg])
 
 
 @handler("SWAP")
-def swap(frame: Frame, instr: Instr) -> None:
+def swap(frame: Frame, instr: Step) -> None:
     stack = frame.stack
     stack[-1], stack[-instr.arg] = stack[-instr.arg], stack[-1]
 
@@ -61,12 +61,12 @@ def constant_variable(value: Any) -> Variable:
 
 
 @handler("LOAD_CONST")
-def load_const(frame: Frame, instr: Instr) -> None:
+def load_const(frame: Frame, instr: Step) -> None:
     frame.push(constant_variable(instr.arg))
 
 
 @handler("LOAD_FAST", "LOAD_FAST_CHECK")
-def load_fast(frame: Frame, instr: Instr) -> None:
+def load_fast(frame: Frame, instr: Step) -> None:
     if isinstance(instr.arg, (CellVar, FreeVar)):  # 3.12 loads closure cells with LOAD_FAST
         frame.push(frame.cells[instr.arg.name])
         return
@@ -74,13 +74,13 @@ def load_fast(frame: Frame, instr: Instr) -> None:
 
 
 @handler("LOAD_FAST_AND_CLEAR", versions=PY312)
-def load_fast_and_clear(frame: Frame, instr: Instr) -> None:
+def load_fast_and_clear(frame: Frame, instr: Step) -> None:
     value = frame.locals.pop(instr.arg, None)
     frame.push(value if value is not None else CLEARED)
 
 
 @handler("STORE_FAST")
-def store_fast(frame: Frame, instr: Instr) -> None:
+def store_fast(frame: Frame, instr: Step) -> None:
     value = frame.pop()
     if value is CLEARED:
         frame.locals.pop(instr.arg, None)
@@ -89,12 +89,12 @@ def store_fast(frame: Frame, instr: Instr) -> None:
 
 
 @handler("DELETE_FAST")
-def delete_fast(frame: Frame, instr: Instr) -> None:
+def delete_fast(frame: Frame, instr: Step) -> None:
     frame.locals.pop(instr.arg, None)
 
 
 @handler("LOAD_GLOBAL")
-def load_global(frame: Frame, instr: Instr) -> None:
+def load_global(frame: Frame, instr: Step) -> None:
     push_null_first, name = instr.arg
     if push_null_first:
         frame.push(NULL)
@@ -102,7 +102,7 @@ def load_global(frame: Frame, instr: Instr) -> None:
 
 
 @handler("MAKE_CELL")
-def make_cell(frame: Frame, instr: Instr) -> None:
+def make_cell(frame: Frame, instr: Step) -> None:
     name = instr.arg.name
     cell = frame.cells[name]
     if name in frame.locals or name in frame.pending_arguments:
@@ -111,41 +111,41 @@ def make_cell(frame: Frame, instr: Instr) -> None:
 
 
 @handler("COPY_FREE_VARS")
-def copy_free_vars(frame: Frame, instr: Instr) -> None:
+def copy_free_vars(frame: Frame, instr: Step) -> None:
     pass  # the closure's cells were installed when the frame was made
 
 
 @handler("LOAD_CLOSURE")
-def load_closure(frame: Frame, instr: Instr) -> None:
+def load_closure(frame: Frame, instr: Step) -> None:
     frame.push(frame.cells[instr.arg.name])
 
 
 @handler("LOAD_DEREF")
-def load_deref(frame: Frame, instr: Instr) -> None:
+def load_deref(frame: Frame, instr: Step) -> None:
     name = instr.arg.name
     frame.push(frame.cells[name].load(frame, name))
 
 
 @handler("STORE_DEREF")
-def store_deref(frame: Frame, instr: Instr) -> None:
+def store_deref(frame: Frame, instr: Step) -> None:
     frame.cells[instr.arg.name].store(frame.pop())
 
 
 @handler("LOAD_ATTR", versions=PY311)
-def load_attr_311(frame: Frame, instr: Instr) -> None:
+def load_attr_311(frame: Frame, instr: Step) -> None:
     owner = frame.pop()
     frame.push(owner.getattr(frame, instr.arg))
 
 
 @handler("LOAD_METHOD", versions=PY311)
-def load_method(frame: Frame, instr: Instr) -> None:
+def load_method(frame: Frame, instr: Step) -> None:
     owner = frame.pop()
     frame.push(NULL)
     frame.push(owner.getattr(frame, instr.arg))
 
 
 @handler("LOAD_ATTR", versions=PY312)
-def load_attr_312(frame: Frame, instr: Instr) -> None:
+def load_attr_312(frame: Frame, instr: Step) -> None:
     is_method, name = instr.arg
     owner = frame.pop()
     if is_method:
@@ -154,7 +154,7 @@ def load_attr_312(frame: Frame, instr: Instr) -> None:
 
 
 @handler("STORE_ATTR")
-def store_attr(frame: Frame, instr: Instr) -> None:
+def store_attr(frame: Frame, instr: Step) -> None:
     owner = frame.pop()
     value = frame.pop()
     owner.setattr(frame, instr.arg, value)

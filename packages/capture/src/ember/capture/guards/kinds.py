@@ -143,7 +143,7 @@ class Guard:
         return _tensor_change(subject, self.expected, actual)
 
 
-def _tensor_change(subject: str, facts: TensorFacts, actual: Any) -> str:
+def _tensor_change(subject: str, facts: TensorFacts, actual: torch.Tensor) -> str:
     if type(actual) is not facts.type:
         return f"type of {subject} changed from {_tname(facts.type)} to {_tname(type(actual))}"
     if actual.dtype != facts.dtype:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from bytecode import Instr
 
@@ -71,7 +71,7 @@ class GlobalSource(Source):
     def emit(self, load_locals: list[Instr], globals_dict: dict[str, Any]) -> list[Instr]:
         table = globals_dict if not self.module else vars(sys.modules[self.module])
         return [
-            Instr("LOAD_CONST", table),
+            load_const(table),
             Instr("LOAD_CONST", self.global_name),
             Instr("BINARY_SUBSCR"),
         ]
@@ -99,7 +99,7 @@ class AttrSource(Source):
         if not self.attr.isidentifier():
             return [
                 Instr("PUSH_NULL"),
-                Instr("LOAD_CONST", getattr),
+                load_const(getattr),
                 *base,
                 Instr("LOAD_CONST", self.attr),
                 *call_instructions(2),
@@ -127,6 +127,11 @@ class ItemSource(Source):
             Instr("LOAD_CONST", self.index),
             Instr("BINARY_SUBSCR"),
         ]
+
+
+def load_const(value: object) -> Instr:
+    """LOAD_CONST of any object (bytecode's type hints list only literal constants)."""
+    return Instr("LOAD_CONST", cast(Any, value))
 
 
 def call_instructions(count: int) -> list[Instr]:

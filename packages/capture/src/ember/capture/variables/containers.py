@@ -375,8 +375,8 @@ def _update(
             for pair in other.items(frame):
                 key, value = pair.items(frame)
                 d.entries[key.constant()] = value
-    for key, value in kw.items():
-        d.entries[key] = value
+    for name, item in kw.items():
+        d.entries[name] = item
     return NONE
 
 

@@ -86,12 +86,12 @@ class ModuleVariable(Variable):
             raise Unsupported(
                 f"reading the missing attribute {name!r} of {self.describe()}"
             ) from error
-        if isinstance(static, staticmethod):
+        if isinstance(static, staticmethod) and inspect.isfunction(static.__func__):
             return FunctionVariable.of(frame, static.__func__, None)
-        if isinstance(static, classmethod):
+        if isinstance(static, classmethod) and inspect.isfunction(static.__func__):
             cls = ConstantVariable(type(module))
             return BoundMethodVariable(FunctionVariable.of(frame, static.__func__, None), cls)
-        if isinstance(static, property) and static.fget is not None:
+        if isinstance(static, property) and inspect.isfunction(static.fget):
             return FunctionVariable.of(frame, static.fget, None).call(frame, [self], {})
         if inspect.isfunction(static):
             if static.__module__.startswith("torch.nn.modules.module"):
@@ -146,6 +146,8 @@ class ModuleVariable(Variable):
             with _state_swapped(frame, self):
                 result = call_traced(frame, lambda: forward(module, *real_args, **real_kwargs))
             return wrap_result(frame, result)
+        if not inspect.isfunction(forward):
+            raise Unsupported(f"calling {self.describe()}, whose forward is not a Python function")
         function = FunctionVariable.of(frame, forward, None)
         return function.call(frame, [self, *args], kwargs)
 

@@ -46,12 +46,12 @@ class UserObjectVariable(Variable):
             raise Unsupported(
                 f"reading the missing attribute {name!r} of {self.describe()}"
             ) from error
-        if isinstance(static, staticmethod):
+        if isinstance(static, staticmethod) and inspect.isfunction(static.__func__):
             return FunctionVariable.of(frame, static.__func__, None)
-        if isinstance(static, classmethod):
+        if isinstance(static, classmethod) and inspect.isfunction(static.__func__):
             receiver = ConstantVariable(type(self.value))
             return BoundMethodVariable(FunctionVariable.of(frame, static.__func__, None), receiver)
-        if isinstance(static, property) and static.fget is not None:
+        if isinstance(static, property) and inspect.isfunction(static.fget):
             return FunctionVariable.of(frame, static.fget, None).call(frame, [self], {})
         if inspect.isfunction(static):
             return BoundMethodVariable(FunctionVariable.of(frame, static, None), self)
