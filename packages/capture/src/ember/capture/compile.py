@@ -127,6 +127,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
             fullgraph=fullgraph,
             options=options,
         )
+    logs.configure_once()
     compiler, name = _backend(backend)
     if isinstance(fn_or_module, nn.Module):
         return _compile_module(fn_or_module, compiler, name)

@@ -1,35 +1,24 @@
-"""ember.capture's loggers and the `EMBER_LOGS` switch.
+"""ember.capture's user-facing loggers, from the shared `EMBER_LOGS` topics of ember-prims.
 
-Loggers: `ember.capture.recompiles` (why a cached graph could not be reused),
-`ember.capture.guards` (the guards of each new cache entry), `ember.capture.graphs` (each
-captured Graph). Quiet by default; `EMBER_LOGS=recompiles,guards` turns topics on.
+`recompiles` (why a cached graph could not be reused), `guards` (the guards of each new
+cache entry) and `graphs` (each captured Graph). Quiet by default; `EMBER_LOGS=recompiles`
+turns a topic on (applied when compile() is first called).
 """
 
 from __future__ import annotations
 
-import logging
-import os
+from ember.prims.logs import configure_logging, topic_logger
 
-recompiles = logging.getLogger("ember.capture.recompiles")
-guards = logging.getLogger("ember.capture.guards")
-graphs = logging.getLogger("ember.capture.graphs")
+recompiles = topic_logger("recompiles")
+guards = topic_logger("guards")
+graphs = topic_logger("graphs")
 
-TOPICS = {"recompiles": recompiles, "guards": guards, "graphs": graphs}
-
-
-def configure_from_environment(value: str | None = None) -> None:
-    """Enable the topics named in `EMBER_LOGS` (comma-separated) at INFO level on stderr."""
-    value = os.environ.get("EMBER_LOGS", "") if value is None else value
-    for topic in (part.strip() for part in value.split(",")):
-        logger = TOPICS.get(topic)
-        if logger is None:
-            continue
-        logger.setLevel(logging.INFO)
-        if not any(getattr(h, "_ember", False) for h in logger.handlers):
-            handler = logging.StreamHandler()
-            handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
-            handler._ember = True  # type: ignore[attr-defined]
-            logger.addHandler(handler)
+_configured = False
 
 
-configure_from_environment()
+def configure_once() -> None:
+    """Apply `EMBER_LOGS` the first time capture is used."""
+    global _configured
+    if not _configured:
+        _configured = True
+        configure_logging()
