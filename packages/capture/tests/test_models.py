@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -92,3 +93,21 @@ def test_gpt_forward_and_backward_match_eager() -> None:
     assert none is None
     torch.testing.assert_close(logits, reference(ids)[0])
     assert counter.frame_count == 2  # targets=None is a different program
+
+
+def test_transformers_resnet_from_config_is_one_graph() -> None:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1])
+    model = transformers.ResNetModel(config).eval()
+    reference = transformers.ResNetModel(config).eval()
+    reference.load_state_dict(model.state_dict())
+    pixels = torch.randn(2, 3, 32, 32)
+    counter = CompileCounter()
+    compiled = ember_compile(model, backend=counter)
+    out = compiled(pixels)
+    expected = reference(pixels)
+    assert type(out) is type(expected)
+    torch.testing.assert_close(out.last_hidden_state, expected.last_hidden_state)
+    torch.testing.assert_close(out.pooler_output, expected.pooler_output)
+    assert counter.frame_count == 1

@@ -131,4 +131,15 @@ def _emit_output(
             Instr("BUILD_TUPLE", len(plan.children)),
             *call_instructions(1),
         ]
+    if plan.kind == "construct":  # cls(**{field: value, ...})
+        cls, names = plan.value
+        return [
+            Instr("PUSH_NULL"),
+            load_const(cls),
+            load_const(()),
+            *children,
+            Instr("LOAD_CONST", tuple(names)),
+            Instr("BUILD_CONST_KEY_MAP", len(names)),
+            Instr("CALL_FUNCTION_EX", 1),
+        ]
     raise AssertionError(plan.kind)

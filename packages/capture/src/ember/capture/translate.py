@@ -30,6 +30,7 @@ from ember.capture.variables.containers import (
     SetVariable,
     TupleVariable,
 )
+from ember.capture.variables.dataclass_objects import DataclassVariable
 from ember.capture.variables.functions import CellVariable
 from ember.capture.variables.tensor import TensorVariable
 from ember.prims import Graph, Ref, Tracer, TracerTensor, tree_flatten
@@ -135,6 +136,9 @@ def _plan(
     if isinstance(value, DictVariable):
         children = tuple(_plan(session, v, outputs, seen) for v in value.entries.values())
         return OutputPlan("dict", tuple(value.entries), children)
+    if isinstance(value, DataclassVariable):
+        children = tuple(_plan(session, v, outputs, seen) for v in value.fields.values())
+        return OutputPlan("construct", (value.cls, tuple(value.fields)), children)
     if isinstance(value, SetVariable):
         members = tuple(OutputPlan("constant", m) for m in value.members)
         return OutputPlan("structseq", set, members)

@@ -4,6 +4,7 @@ devices, torch.Size, slices, ranges, classes). Their operations run for real.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -99,6 +100,10 @@ class ConstantVariable(Variable):
             real_args = [arg.realize() for arg in args]
             real_kwargs = {key: arg.realize() for key, arg in kwargs.items()}
             return wrap_result(frame, self.value(*real_args, **real_kwargs))
+        if isinstance(self.value, type) and dataclasses.is_dataclass(self.value):
+            from ember.capture.variables.dataclass_objects import DataclassVariable
+
+            return DataclassVariable.construct(self.value, args, kwargs)
         fields = getattr(self.value, "_fields", None)
         if isinstance(self.value, type) and issubclass(self.value, tuple) and fields is not None:
             return _make_namedtuple(self.value, fields, args, kwargs)

@@ -20,6 +20,7 @@ from ember.capture.variables.containers import (
     SequenceVariable,
     SetVariable,
 )
+from ember.capture.variables.dataclass_objects import DataclassVariable
 from ember.capture.variables.modules import ModuleVariable
 from ember.capture.variables.tensor import TensorVariable
 
@@ -138,7 +139,7 @@ def getitem(frame: Frame, obj: Variable, index: Variable) -> Variable:
     if isinstance(obj, TensorVariable):
         tensor, key = obj.realize(), index.realize()
         return wrap_result(frame, call_traced(frame, lambda: tensor[key]))
-    if isinstance(obj, (SequenceVariable, DictVariable, ModuleVariable)):
+    if isinstance(obj, (SequenceVariable, DictVariable, ModuleVariable, DataclassVariable)):
         return obj.getitem(frame, index)
     if obj.is_constant():
         return wrap_result(frame, _constant_op(operator.getitem, obj.constant(), index.constant()))

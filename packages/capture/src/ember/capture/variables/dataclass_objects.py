@@ -1,0 +1,68 @@
+"""Dataclass instances built inside the compiled function (model outputs such as
+transformers' `ModelOutput`): fields are Variables; the object itself is constructed for real
+by the generated entry function, from the rebuilt field values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from ember.capture.unsupported import Unsupported
+from ember.capture.variables.base import Variable
+from ember.capture.variables.constant import ConstantVariable, is_constant_value
+
+if TYPE_CHECKING:
+    from ember.capture.bytecode.frame import Frame
+
+
+class DataclassVariable(Variable):
+    """A dataclass instance made while capturing; read-only (field writes are issue 5)."""
+
+    def __init__(self, cls: type, fields: dict[str, Variable]) -> None:
+        self.cls = cls
+        self.fields = fields
+
+    @staticmethod
+    def construct(
+        cls: type, args: list[Variable], kwargs: dict[str, Variable]
+    ) -> DataclassVariable:
+        init_fields = [f for f in dataclasses.fields(cls) if f.init]
+        if len(args) > len(init_fields):
+            raise Unsupported(f"constructing {cls.__name__} with too many arguments (TypeError)")
+        values: dict[str, Variable] = {f.name: a for f, a in zip(init_fields, args)}
+        for name, value in kwargs.items():
+            if name in values or name not in {f.name for f in init_fields}:
+                raise Unsupported(f"constructing {cls.__name__} with argument {name!r} (TypeError)")
+            values[name] = value
+        for field in init_fields:
+            if field.name in values:
+                continue
+            if field.default is not dataclasses.MISSING and is_constant_value(field.default):
+                values[field.name] = ConstantVariable(field.default)
+            else:
+                raise Unsupported(f"constructing {cls.__name__} without field {field.name!r}")
+        return DataclassVariable(cls, values)
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"a {self.cls.__name__} object"
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if name in self.fields:
+            return self.fields[name]
+        raise Unsupported(f"reading {self.cls.__name__}.{name}")
+
+    def present(self) -> list[Variable]:
+        """Fields that are not None, in order (what a ModelOutput's items and indexing see)."""
+        return [v for v in self.fields.values() if not (v.is_constant() and v.constant() is None)]
+
+    def getitem(self, frame: Frame, index: Variable) -> Variable:
+        if not issubclass(self.cls, dict):
+            raise Unsupported(f"indexing {self.describe()}")
+        key: Any = index.constant()
+        if isinstance(key, str):
+            return self.getattr(frame, key)
+        return self.present()[key]
