@@ -4,6 +4,7 @@ samples (the full sweep is scripts/opinfo_sweep.py). Chosen to cover every prim 
 from __future__ import annotations
 
 import pytest
+import torch
 
 op_db = pytest.importorskip(
     "torch.testing._internal.common_methods_invocations", reason="needs expecttest"
@@ -116,3 +117,31 @@ _OPS = {op_label(op): op for op in op_db}
 def test_opinfo_op_decomposes_to_prims(name: str) -> None:
     report = check_op(_OPS[name], PRIM_DECOMPOSITIONS, max_samples=2)
     assert report.outcome is Outcome.PASSED, f"{report.outcome.value}: {report.detail}"
+
+
+class _Sample:
+    def __init__(self, input: torch.Tensor, *args: object) -> None:
+        self.input, self.args, self.kwargs = input, args, {}
+
+
+class _NarrowOp:
+    """An OpInfo-like entry for narrow whose samples give `start` as an int or a tensor."""
+
+    name, variant_test_name = "narrow_probe", ""
+
+    def __init__(self, starts: list[object]) -> None:
+        self.starts = starts
+
+    def op(self, a: torch.Tensor, dim: int, start: object, length: int) -> torch.Tensor:
+        return torch.narrow(a, dim, start, length)  # type: ignore[arg-type]
+
+    def sample_inputs(self, device: str, dtype: torch.dtype, requires_grad: bool) -> list[_Sample]:
+        return [_Sample(torch.randn(4, 5), 1, start, 2) for start in self.starts]
+
+
+def test_samples_that_read_tensor_values_are_skipped_not_passed() -> None:
+    mixed = check_op(_NarrowOp([1, torch.tensor(2)]), PRIM_DECOMPOSITIONS)
+    assert (mixed.outcome, mixed.samples, mixed.skipped) == (Outcome.PASSED, 1, 1)
+    only_tensor = check_op(_NarrowOp([torch.tensor(2)]), PRIM_DECOMPOSITIONS)
+    assert only_tensor.outcome is Outcome.UNTRACEABLE
+    assert "_local_scalar_dense" in only_tensor.detail

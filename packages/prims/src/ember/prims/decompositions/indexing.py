@@ -186,6 +186,25 @@ def _scatter(a: torch.Tensor, dim: int, index_: torch.Tensor, src: Any) -> torch
     return prims.scatter(a, d, wrap_index(index_, a.shape[d]), _scatter_value(a, index_, src))
 
 
+@to_prims("aten::scatter.reduce", "aten::scatter.value_reduce")
+def _scatter_with_reduce(
+    a: torch.Tensor, dim: int, index_: torch.Tensor, src: Any, *, reduce: str
+) -> torch.Tensor:
+    if reduce not in ("add", "multiply"):
+        raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
+    value = _scatter_value(a, index_, src)
+    if a.dim() == 0:
+        if not index_.numel():
+            return prims.clone(a)
+        value = prims.reshape(value, []) if value.dim() else value
+        return prims.add(a, value) if reduce == "add" else prims.mul(a, value)
+    d = canonical_dim(dim, a.dim())
+    wrapped = wrap_index(index_, a.shape[d])
+    if reduce == "add":
+        return prims.scatter_add(a, d, wrapped, value)
+    return prims.scatter_reduce(a, d, wrapped, value, "prod")
+
+
 @to_prims("aten::scatter_add.default")
 def _scatter_add(
     a: torch.Tensor, dim: int, index_: torch.Tensor, src: torch.Tensor

@@ -3,7 +3,9 @@
 `check_op(op, table)` traces an op on its samples, decomposes the Graph, requires that only
 prims remain, runs it and compares with eager. The caller passes the OpInfo entries (tests
 and scripts import `op_db`; this module never does): an entry needs `name`, `variant_test_name`,
-`op` and `sample_inputs(device, dtype)`.
+`op` and `sample_inputs(device, dtype)`. A sample whose trace needs tensor values (a tensor
+passed where the op takes a number, read with `.item()`) cannot be traced by design: it is
+skipped, and the op passes only if its remaining samples (at least one) all pass.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ember.prims.tracer import trace
 
 class Outcome(str, enum.Enum):
     PASSED = "passed"  # every sample decomposed fully to prims and matched eager
-    UNTRACEABLE = "untraceable"  # a sample did not trace (data-dependent op, no meta kernel)
+    UNTRACEABLE = "untraceable"  # a sample did not trace (no meta kernel, unsupported output)
     NO_SAMPLES = "no_samples"  # no float32 sample inputs
     NOT_DECOMPOSED = "not_decomposed"  # ATen ops were left after decomposition
     FAILED = "failed"  # decomposition or execution raised
@@ -38,8 +40,24 @@ class OpReport:
     name: str
     outcome: Outcome
     samples: int = 0
+    skipped: int = 0  # samples that read tensor values while tracing (data-dependent)
     detail: str = ""
     leftover: list[str] = field(default_factory=list)
+
+
+# ATen ops that read tensor values: a trace that meets one depends on data, not on specs.
+DATA_DEPENDENT_OPS = (
+    "aten::_local_scalar_dense.default",
+    "aten::nonzero.default",
+    "aten::masked_select.default",
+    "aten::unique_consecutive.default",
+    "aten::_unique2.default",
+    "aten::repeat_interleave.Tensor",
+)
+
+
+class _DataDependent(Exception):
+    """A sample's trace read tensor values."""
 
 
 def op_label(op: Any) -> str:
@@ -54,22 +72,32 @@ def check_op(
     max_samples: int = 4,
     dtype: torch.dtype = torch.float32,
 ) -> OpReport:
-    """Check `op` on up to `max_samples` of its sample inputs; see `Outcome`."""
+    """Check `op` on up to `max_samples` traceable sample inputs; see `Outcome`."""
     label = op_label(op)
     try:
-        samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))[:max_samples]
+        samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
     except Exception as error:
         return OpReport(label, Outcome.NO_SAMPLES, detail=f"sample_inputs: {error}")
     if not samples:
         return OpReport(label, Outcome.NO_SAMPLES)
-    checked = 0
+    checked = skipped = 0
+    detail = ""
     for sample in samples:
-        report = _check_sample(label, op, sample, table)
+        if checked == max_samples:
+            break
+        try:
+            report = _check_sample(label, op, sample, table)
+        except _DataDependent as error:
+            skipped, detail = skipped + 1, str(error)
+            continue
         if report is not None:
-            report.samples = checked
+            report.samples, report.skipped = checked, skipped
             return report
         checked += 1
-    return OpReport(label, Outcome.PASSED, samples=checked)
+    if not checked:
+        detail = f"every sample reads tensor values while tracing: {detail}"
+        return OpReport(label, Outcome.UNTRACEABLE, skipped=skipped, detail=detail)
+    return OpReport(label, Outcome.PASSED, samples=checked, skipped=skipped)
 
 
 def _check_sample(
@@ -90,6 +118,8 @@ def _check_sample(
     try:
         graph = trace(call, *tensors)
     except Exception as error:
+        if any(f"cannot trace {target}:" in str(error) for target in DATA_DEPENDENT_OPS):
+            raise _DataDependent(_short(error)) from error
         return OpReport(label, Outcome.UNTRACEABLE, detail=_short(error))
     try:
         decomposed = decompose(graph, table)
