@@ -28,7 +28,15 @@ TEST_DEPS = (
     "transformers",
     "import-linter",
 )
-LINT_DEPS = ("ruff", "import-linter", "mypy", "pytest>=8", "hypothesis", "jsonschema", "nox")
+LINT_DEPS = (
+    "ruff==0.17.6",
+    "import-linter",
+    "mypy==2.4.1",
+    "pytest>=8",
+    "hypothesis",
+    "jsonschema",
+    "nox",
+)
 TEST_BACKEND = ROOT / "packages" / "capture" / "tests" / "fixtures" / "ember_test_backend"
 ISOLATED_LAYERS = ("prims", "capture")
 ABSENT_IN_ISOLATION = ("ember.autodiff", "ember.inductor", "ember.runtime")

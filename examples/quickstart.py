@@ -34,8 +34,13 @@ def build_model() -> nn.Module:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
-        n_layer=2, n_embd=128, n_head=4, vocab_size=2048, n_positions=128,
-        bos_token_id=0, eos_token_id=0,
+        n_layer=2,
+        n_embd=128,
+        n_head=4,
+        vocab_size=2048,
+        n_positions=128,
+        bos_token_id=0,
+        eos_token_id=0,
     )
     return LogitsOnly(GPT2LMHeadModel(config)).eval()
 
@@ -49,17 +54,21 @@ def main() -> int:
     graph = ember.trace(model, input_ids, dynamic=True)
     trace_ms = (time.perf_counter() - started) * 1e3
     text = str(graph).splitlines()
-    print(f"== traced GPT-2 (2 layers, random weights) in {trace_ms:.0f} ms: "
-          f"{len(graph.nodes)} nodes, {len(graph.state_inputs())} parameters/buffers, "
-          f"symbols {sorted(graph.symbols)}, {len(graph.guards)} size guards")
-    print("\n".join(text[:12] + ["    ..."] + text[-14:]))
+    print(
+        f"== traced GPT-2 (2 layers, random weights) in {trace_ms:.0f} ms: "
+        f"{len(graph.nodes)} nodes, {len(graph.state_inputs())} parameters/buffers, "
+        f"symbols {sorted(graph.symbols)}, {len(graph.guards)} size guards"
+    )
+    print("\n".join([*text[:12], "    ...", *text[-14:]]))
 
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "gpt2.ember")
         ember.save(graph, path)
         size_kib = os.path.getsize(path) / 1024
         loaded = ember.load(path)
-    print(f"\n== saved and loaded {size_kib:.0f} KiB; loaded graph equals traced: {loaded == graph}")
+    print(
+        f"\n== saved and loaded {size_kib:.0f} KiB; loaded graph equals traced: {loaded == graph}"
+    )
 
     failures = 0
     with torch.no_grad():

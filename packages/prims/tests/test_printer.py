@@ -20,7 +20,7 @@ def test_prints_one_line_per_node_with_source_comments() -> None:
     lines = text.splitlines()
     assert lines[0] == 'def double_then_sum(x: "f32[3]", y: "f32[3]"):'
     assert "    # test_printer.py:13: z = x * 2" in lines
-    assert "    mul: \"f32[3]\" = aten.mul.Tensor(x, 2)" in lines
+    assert '    mul: "f32[3]" = aten.mul.Tensor(x, 2)' in lines
     assert lines[-1] == "    return sum_1" or lines[-1].startswith("    return sum")
     assert str(graph) == text
 

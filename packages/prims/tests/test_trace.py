@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ember.prims import Graph, InputKind, TraceError, run, trace, verify
+from ember.prims import Graph, InputKind, TraceError, dumps, loads, run, trace, verify
 
 
 class MLP(nn.Module):
@@ -48,7 +48,9 @@ class AttentionBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq, dim = x.shape
         q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
-        q, k, v = (t.view(batch, seq, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v))
+        q, k, v = (
+            t.view(batch, seq, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v)
+        )
         attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(attn.transpose(1, 2).reshape(batch, seq, dim))
         return x + self.mlp(self.norm2(x))
@@ -63,7 +65,9 @@ def inplace_and_views(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return x.transpose(0, 1).contiguous() * 2
 
 
-def pytree_io(pair: tuple[torch.Tensor, torch.Tensor], named: dict[str, torch.Tensor], scale: float):
+def pytree_io(
+    pair: tuple[torch.Tensor, torch.Tensor], named: dict[str, torch.Tensor], scale: float
+):
     a, b = pair
     return {"sum": a + named["w"] * scale, "both": (a * b, [b.sin(), 7])}
 
@@ -97,7 +101,9 @@ def test_cnn_batchnorm_updates_buffers_like_eager() -> None:
         _assert_close(dict(twin.named_buffers())[name], buffer)
     assert int(twin.bn.num_batches_tracked) == 1
     assert {gi.target for gi in graph.state_inputs() if gi.kind is InputKind.BUFFER} == {
-        "bn.running_mean", "bn.running_var", "bn.num_batches_tracked"
+        "bn.running_mean",
+        "bn.running_var",
+        "bn.num_batches_tracked",
     }
 
 
@@ -113,6 +119,40 @@ def test_attention_block_matches_eager() -> None:
     graph = trace(model, x)
     verify(graph)
     _assert_close(run(graph, x), model(x))
+
+
+@pytest.mark.parametrize(
+    ("model", "feature_shape"),
+    [(MLP(), (16,)), (AttentionBlock(), (6, 16))],
+    ids=["mlp", "attention"],
+)
+def test_dynamic_batch_runs_at_other_sizes_after_a_round_trip(
+    model: nn.Module, feature_shape: tuple[int, ...]
+) -> None:
+    graph = trace(model, torch.randn(4, *feature_shape), dynamic=True)
+    verify(graph)
+    batch = graph.inputs[0].value.spec.shape[0]
+    assert not isinstance(batch, int), "the batch size must stay a symbol"
+    loaded = loads(dumps(graph))
+    assert loaded == graph
+    for size in (3, 9):
+        x = torch.randn(size, *feature_shape)
+        _assert_close(run(loaded, x), model(x))
+
+
+def test_dynamic_views_reshapes_and_slices_match_eager() -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        rows = x.shape[0]
+        a = x.view(rows, 2, -1).transpose(1, 2).reshape(rows, -1)
+        b = x[1:, :3].expand(2, rows - 1, 3)
+        c = x.permute(1, 0)[:, ::2]
+        d, e = x.split(2, dim=1)[:2]
+        return a, b, c.contiguous(), d * e, F.layer_norm(x, (x.shape[1],))
+
+    graph = trace(fn, torch.randn(6, 6), dynamic=True)
+    for size in (6, 5, 11):
+        x = torch.randn(size, 6)
+        _assert_close(run(graph, x), fn(x))
 
 
 def test_torch_multihead_attention() -> None:

@@ -4,6 +4,14 @@ The Graph and its specs, the tracer (`trace`), symbolic sizes, the interpreter (
 serialization (`dumps`/`loads`/`save`/`load`), printing and verification.
 """
 
+from ember.prims.decompositions import (
+    CORE_ATEN_DECOMPOSITIONS,
+    PRIM_DECOMPOSITIONS,
+    DecompositionError,
+    decompose,
+    to_core_aten,
+    to_prims,
+)
 from ember.prims.errors import (
     GraphFormatError,
     GraphVerificationError,
@@ -23,14 +31,22 @@ from ember.prims.graph import (
 )
 from ember.prims.interpreter import Interpreter, run
 from ember.prims.ops import op_name, parse_op_name, register_op, resolve_op
+from ember.prims.primitives import PRIMS, Prim, is_prim
 from ember.prims.printer import format_graph
 from ember.prims.pytree import TreeSpec, tree_flatten, tree_unflatten
+from ember.prims.serialize import FORMAT_VERSION, dump_document, dumps, load, loads, save
 from ember.prims.source import SourceLocation
 from ember.prims.specs import ScalarSpec, SymbolInfo, TensorSpec
+from ember.prims.symbolic import ShapeEnv
 from ember.prims.tracer import Tracer, TracerTensor, trace
 from ember.prims.verify import verify
 
 __all__ = [
+    "CORE_ATEN_DECOMPOSITIONS",
+    "FORMAT_VERSION",
+    "PRIMS",
+    "PRIM_DECOMPOSITIONS",
+    "DecompositionError",
     "Graph",
     "GraphFormatError",
     "GraphInput",
@@ -39,9 +55,11 @@ __all__ = [
     "Interpreter",
     "InterpreterError",
     "Node",
+    "Prim",
     "PrimsError",
     "Ref",
     "ScalarSpec",
+    "ShapeEnv",
     "ShapeGuard",
     "SourceLocation",
     "SubgraphRef",
@@ -52,12 +70,21 @@ __all__ = [
     "TracerTensor",
     "TreeSpec",
     "Value",
+    "decompose",
+    "dump_document",
+    "dumps",
     "format_graph",
+    "is_prim",
+    "load",
+    "loads",
     "op_name",
     "parse_op_name",
     "register_op",
     "resolve_op",
     "run",
+    "save",
+    "to_core_aten",
+    "to_prims",
     "trace",
     "tree_flatten",
     "tree_unflatten",

@@ -45,7 +45,9 @@ class Interpreter:
             except Exception as error:
                 raise InterpreterError(f"{_describe(node)} failed: {error}") from error
             _store(node, result, env)
-        leaves = [_materialize(leaf, env, bindings, self.graph) for leaf in self.graph.output_leaves]
+        leaves = [
+            _materialize(leaf, env, bindings, self.graph) for leaf in self.graph.output_leaves
+        ]
         return tree_unflatten(leaves, self.graph.out_spec)
 
     def _bind_user_inputs(
@@ -126,13 +128,15 @@ def _check_tensor(value: Value, actual: Any, bindings: dict[sympy.Symbol, int]) 
                 )
 
 
-def _materialize(arg: Any, env: dict[str, Any], bindings: dict[sympy.Symbol, int], graph: Graph) -> Any:
+def _materialize(
+    arg: Any, env: dict[str, Any], bindings: dict[sympy.Symbol, int], graph: Graph
+) -> Any:
     if isinstance(arg, Ref):
         return env[arg.name]
     if isinstance(arg, list):
         return [_materialize(item, env, bindings, graph) for item in arg]
     if isinstance(arg, sympy.Basic):
-        value = arg.xreplace(bindings)
+        value = sympy.sympify(arg.xreplace(bindings))  # a bare Symbol becomes a Python int
         if value.is_Integer:
             return int(value)
         if value is sympy.true or value is sympy.false:

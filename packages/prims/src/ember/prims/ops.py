@@ -10,12 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import torch
 
-_QUALNAME = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?$")
+_QUALNAME = re.compile(
+    r"^([A-Za-z][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?$"
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def register_op(qualname: str, fn: Callable[..., Any]) -> None:
     resolve_op.cache_clear()
 
 
-@lru_cache(maxsize=None)
+@cache
 def resolve_op(qualname: str) -> Callable[..., Any]:
     """The callable for `qualname`; raise KeyError naming the operator if there is none."""
     registered = _REGISTERED.get(qualname)

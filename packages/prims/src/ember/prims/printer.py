@@ -25,9 +25,11 @@ def format_graph(graph: Graph, *, indent: str = "    ") -> str:
     lines.append(f"def {graph.name}({signature}):")
     if graph.meta:
         lines.append(indent + "# " + ", ".join(f"{k}={v}" for k, v in graph.meta.items()))
-    if graph.in_spec.kind != "tuple" or any(
-        child.kind != "leaf" for child in graph.in_spec.children
-    ) or any(not isinstance(leaf, Ref) for leaf in graph.input_leaves):
+    if (
+        graph.in_spec.kind != "tuple"
+        or any(child.kind != "leaf" for child in graph.in_spec.children)
+        or any(not isinstance(leaf, Ref) for leaf in graph.input_leaves)
+    ):
         structure = tree_unflatten([_arg(a) for a in graph.input_leaves], graph.in_spec)
         lines.append(indent + f"# inputs: {_tuple_text(structure)}")
     for symbol in graph.symbols.values():
@@ -48,7 +50,9 @@ def format_graph(graph: Graph, *, indent: str = "    ") -> str:
     for node in graph.nodes:
         if node.source is not None and node.source != last_source:
             code = f": {node.source.code}" if node.source.code else ""
-            lines.append(indent + f"# {os.path.basename(node.source.file)}:{node.source.line}{code}")
+            lines.append(
+                indent + f"# {os.path.basename(node.source.file)}:{node.source.line}{code}"
+            )
         last_source = node.source
         lines.append(indent + _node_line(node))
     outputs = tree_unflatten([_arg(a) for a in graph.output_leaves], graph.out_spec)

@@ -49,10 +49,7 @@ def _is_internal(filename: str) -> bool:
 def _is_ember_layer_file(filename: str) -> bool:
     # Editable installs put each layer under packages/<layer>/src/ember/<layer>/.
     parts = filename.replace(os.sep, "/").split("/")
-    for i in range(len(parts) - 2):
-        if parts[i] == "src" and parts[i + 1] == "ember":
-            return True
-    return False
+    return any(parts[i] == "src" and parts[i + 1] == "ember" for i in range(len(parts) - 2))
 
 
 def location_of_frame(frame: FrameType) -> SourceLocation:

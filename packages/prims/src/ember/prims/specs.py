@@ -7,23 +7,41 @@ symbol is declared once on the Graph with a value range and a hint (an example v
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import TypeAlias
 
 import sympy
 import torch
 
 # A size, stride or storage offset: a plain int, or a sympy integer expression over symbols.
-SymSize = Union[int, sympy.Expr]
+SymSize: TypeAlias = int | sympy.Expr
 
 # Stable names for every dtype the format can carry; names are the torch attribute names.
 DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name)
     for name in (
-        "float64", "float32", "float16", "bfloat16",
-        "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-        "complex128", "complex64", "complex32",
-        "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64",
-        "bool", "qint8", "quint8", "qint32",
+        "float64",
+        "float32",
+        "float16",
+        "bfloat16",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "float8_e4m3fnuz",
+        "float8_e5m2fnuz",
+        "complex128",
+        "complex64",
+        "complex32",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "bool",
+        "qint8",
+        "quint8",
+        "qint32",
     )
     if isinstance(getattr(torch, name, None), torch.dtype)
 }
@@ -52,9 +70,18 @@ MEMORY_FORMAT_NAMES: dict[torch.memory_format, str] = {
 
 # Short dtype spellings used when printing graphs (`f32[8, 16]`).
 DTYPE_ABBREVIATIONS: dict[torch.dtype, str] = {
-    torch.float64: "f64", torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
-    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
-    torch.uint8: "u8", torch.bool: "b8", torch.complex64: "c64", torch.complex128: "c128",
+    torch.float64: "f64",
+    torch.float32: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int16: "i16",
+    torch.int8: "i8",
+    torch.uint8: "u8",
+    torch.bool: "b8",
+    torch.complex64: "c64",
+    torch.complex128: "c128",
 }
 
 
@@ -131,4 +158,4 @@ class ScalarSpec:
         return self.type if self.expr is None else f"{self.type}({self.expr})"
 
 
-Spec = Union[TensorSpec, ScalarSpec]
+Spec: TypeAlias = TensorSpec | ScalarSpec

@@ -20,8 +20,16 @@ from ember.prims.graph import Graph, InputKind, Node, Ref, SubgraphRef, Value
 from ember.prims.ops import op_schema, resolve_op
 from ember.prims.specs import ScalarSpec, TensorSpec
 
-_SCALAR_RETURN_KINDS = ("IntType", "FloatType", "BoolType", "NumberType", "SymIntType",
-                        "SymFloatType", "SymBoolType", "ComplexType")
+_SCALAR_RETURN_KINDS = (
+    "IntType",
+    "FloatType",
+    "BoolType",
+    "NumberType",
+    "SymIntType",
+    "SymFloatType",
+    "SymBoolType",
+    "ComplexType",
+)
 
 
 def verify(graph: Graph) -> None:
@@ -67,7 +75,9 @@ class _Verifier:
             constant = self.graph.constants.get(graph_input.target or "")
             if constant is None:
                 if graph_input.kind is InputKind.CONSTANT:
-                    self.fail(where, f"constant {graph_input.target!r} is not in the constants table")
+                    self.fail(
+                        where, f"constant {graph_input.target!r} is not in the constants table"
+                    )
                 continue
             spec = graph_input.value.spec
             if isinstance(spec, TensorSpec) and (
@@ -109,15 +119,20 @@ class _Verifier:
     def _check_schema(self, where: str, node: Node, schema: torch.FunctionSchema) -> None:
         positional = [a for a in schema.arguments if not a.kwarg_only]
         if len(node.args) > len(positional):
-            self.fail(where, f"{len(node.args)} positional arguments, the schema takes "
-                             f"{len(positional)}: {schema}")
+            self.fail(
+                where,
+                f"{len(node.args)} positional arguments, the schema takes "
+                f"{len(positional)}: {schema}",
+            )
         names = {a.name for a in schema.arguments}
         for key in node.kwargs:
             if key not in names:
                 self.fail(where, f"unknown keyword argument {key!r} for {schema}")
         if len(node.outputs) != len(schema.returns):
-            self.fail(where, f"{len(node.outputs)} outputs, the schema returns "
-                             f"{len(schema.returns)}: {schema}")
+            self.fail(
+                where,
+                f"{len(node.outputs)} outputs, the schema returns {len(schema.returns)}: {schema}",
+            )
         for position, (ret, output) in enumerate(zip(schema.returns, node.outputs)):
             kind = ret.type.kind()
             if kind == "TensorType" and not (
@@ -136,16 +151,23 @@ class _Verifier:
     def _check_signatures(self) -> None:
         graph = self.graph
         if graph.in_spec.num_leaves != len(graph.input_leaves):
-            self.fail("in_spec", f"{graph.in_spec.num_leaves} leaves in the spec, "
-                                 f"{len(graph.input_leaves)} given")
+            self.fail(
+                "in_spec",
+                f"{graph.in_spec.num_leaves} leaves in the spec, {len(graph.input_leaves)} given",
+            )
         users = {gi.value.name for gi in graph.user_inputs()}
         placed = [leaf.name for leaf in graph.input_leaves if isinstance(leaf, Ref)]
         if sorted(placed) != sorted(users):
-            self.fail("input_leaves", "the input signature must place every user input once "
-                                      f"(places {placed}, user inputs {sorted(users)})")
+            self.fail(
+                "input_leaves",
+                "the input signature must place every user input once "
+                f"(places {placed}, user inputs {sorted(users)})",
+            )
         if graph.out_spec.num_leaves != len(graph.output_leaves):
-            self.fail("out_spec", f"{graph.out_spec.num_leaves} leaves in the spec, "
-                                  f"{len(graph.output_leaves)} given")
+            self.fail(
+                "out_spec",
+                f"{graph.out_spec.num_leaves} leaves in the spec, {len(graph.output_leaves)} given",
+            )
         for ref in _refs(graph.output_leaves, {}):
             self._check_ref("outputs", ref)
 
@@ -159,7 +181,9 @@ class _Verifier:
         for where, expr in self._expressions():
             unknown = {str(s) for s in expr.free_symbols} - declared
             if unknown:
-                self.fail(where, f"size expression {expr} uses undeclared symbols {sorted(unknown)}")
+                self.fail(
+                    where, f"size expression {expr} uses undeclared symbols {sorted(unknown)}"
+                )
 
     def _expressions(self) -> Iterator[tuple[str, sympy.Basic]]:
         for name, value in self.defined.items():

@@ -19,6 +19,7 @@ from ember.prims.errors import TraceError
 from ember.prims.graph import Node, Ref, Value
 from ember.prims.source import user_location
 from ember.prims.tracer.recorder import Tracer
+from ember.prims.tracer.symbolic_meta import SymbolicMetaMode
 from ember.prims.tracer.tensor import TracerTensor
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def record_prim(tracer: Tracer, prim: Prim, args: tuple[Any, ...], kwargs: dict[
     """Append a node for `prim(*args, **kwargs)` to the tracer's Graph; return tracing tensors."""
     node_args = [_argument(tracer, a) for a in args]
     node_kwargs = {key: _argument(tracer, a) for key, a in kwargs.items()}
-    with _disable_current_modes():
+    with _disable_current_modes(), SymbolicMetaMode():
         try:
             result = prim.meta(
                 *[_meta(a) for a in args], **{k: _meta(a) for k, a in kwargs.items()}

@@ -24,7 +24,9 @@ def contiguous_in_order(sizes: Exprs, strides: Exprs, order: Sequence[int]) -> s
     dense: sympy.Basic = sympy.true
     expected: sympy.Expr = sympy.S.One
     for dim in order:
-        dense = sympy.And(dense, sympy.Or(sympy.Eq(sizes[dim], 1), sympy.Eq(strides[dim], expected)))
+        dense = sympy.And(
+            dense, sympy.Or(sympy.Eq(sizes[dim], 1), sympy.Eq(strides[dim], expected))
+        )
         expected = expected * sizes[dim]
     empty = sympy.Or(*(sympy.Eq(size, 0) for size in sizes))
     return sympy.Or(dense, empty)

@@ -94,13 +94,13 @@ class ShapeEnv:
 
     def to_symint(self, expr: sympy.Basic | int) -> torch.SymInt | int:
         """A SymInt for an integer expression over this environment's symbols (int if constant)."""
-        return self._wrap(expr, int)  # type: ignore[return-value]
+        return self._wrap(expr, int)
 
     def to_symfloat(self, expr: sympy.Basic | float) -> torch.SymFloat | float:
-        return self._wrap(expr, float)  # type: ignore[return-value]
+        return self._wrap(expr, float)
 
     def to_symbool(self, expr: sympy.Basic | bool) -> torch.SymBool | bool:
-        return self._wrap(expr, bool)  # type: ignore[return-value]
+        return self._wrap(expr, bool)
 
     def _wrap(self, expr: sympy.Basic | Number, pytype: type) -> Any:
         expr = self.replace(sympy.sympify(expr))
@@ -311,7 +311,7 @@ class ShapeEnv:
     ) -> Number:
         """torch's guard_or_false/guard_or_true call this; every ember symbol has a hint."""
         if node.pytype is bool:
-            return self.guard_bool(node.expr, node.hint)
+            return self.guard_bool(node.expr, bool(node.hint))
         return node.pytype(self.specialize(node.expr, node.hint))
 
     def _maybe_evaluate_static(self, expr: sympy.Basic, **_: Any) -> sympy.Basic | None:
@@ -326,8 +326,10 @@ def _creation_order(sym: sympy.Symbol) -> tuple[int, str]:
 
 
 def _python_if_constant(expr: sympy.Basic, pytype: type | None) -> Number | sympy.Basic:
-    if expr is sympy.true or expr is sympy.false or (
-        isinstance(expr, sympy.Expr) and expr.is_number
+    if (
+        expr is sympy.true
+        or expr is sympy.false
+        or (isinstance(expr, sympy.Expr) and expr.is_number)
     ):
         value = as_python(expr)
         return pytype(value) if pytype is not None else value

@@ -9,6 +9,7 @@ ShapeEnv, which records a guard whenever the answer depends on the hint.
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -237,7 +238,7 @@ class SymNode:
 
     def round(self, ndigits: int | None = None) -> SymNode:
         value = builtins.round(self.guard_float("", 0), ndigits)
-        return self.wrap_int(value) if ndigits is None else self.wrap_float(float(value))
+        return self.wrap_int(int(value)) if ndigits is None else self.wrap_float(float(value))
 
     def sym_float(self) -> SymNode:
         if self.pytype is float:
@@ -331,10 +332,14 @@ class SymNode:
     def is_contiguous(self, sizes: Sequence[Any], strides: Sequence[Any]) -> SymNode:
         return self._layout(layout.is_contiguous, sizes, strides)
 
-    def is_channels_last_contiguous_2d(self, sizes: Sequence[Any], strides: Sequence[Any]) -> SymNode:
+    def is_channels_last_contiguous_2d(
+        self, sizes: Sequence[Any], strides: Sequence[Any]
+    ) -> SymNode:
         return self._layout(layout.is_channels_last_contiguous_2d, sizes, strides)
 
-    def is_channels_last_contiguous_3d(self, sizes: Sequence[Any], strides: Sequence[Any]) -> SymNode:
+    def is_channels_last_contiguous_3d(
+        self, sizes: Sequence[Any], strides: Sequence[Any]
+    ) -> SymNode:
         return self._layout(layout.is_channels_last_contiguous_3d, sizes, strides)
 
     def is_channels_last_strides_2d(self, sizes: Sequence[Any], strides: Sequence[Any]) -> SymNode:
@@ -357,7 +362,7 @@ class SymNode:
         )
         env = self.shape_env
         large = [d for d in order if env.guard_bool(sympy.Ge(size_nodes[d].expr, 2))]
-        for inner, outer in zip(large, large[1:]):
+        for inner, outer in itertools.pairwise(large):
             env.guard_bool(sympy.Le(stride_nodes[inner].expr, stride_nodes[outer].expr))
         return self._layout(layout.dense_in_order, size_nodes, stride_nodes, order)
 

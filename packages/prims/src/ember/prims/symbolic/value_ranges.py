@@ -46,7 +46,7 @@ Ranges = Mapping[sympy.Symbol, ValueRange]
 def bound(expr: sympy.Basic, ranges: Ranges) -> ValueRange:
     """An interval holding every value of `expr` when each symbol lies in its range."""
     if expr.is_Number:
-        return ValueRange(expr, expr)  # type: ignore[arg-type]
+        return ValueRange(expr, expr)
     if isinstance(expr, sympy.Symbol):
         return ranges.get(expr) or _assumed_range(expr)
     rule = _RULES.get(type(expr))
@@ -168,7 +168,7 @@ def _either(true: bool, false: bool) -> bool | None:
 def _shift_to_lower_bounds(expr: sympy.Expr, ranges: Ranges) -> sympy.Expr | None:
     mapping = {}
     for sym in expr.free_symbols:
-        value_range = ranges.get(sym) or _assumed_range(sym)  # type: ignore[arg-type]
+        value_range = ranges.get(sym) or _assumed_range(sym)
         if value_range.lower is _NEG_INF:
             return None
         offset = sympy.Dummy(f"{sym}_offset", integer=bool(sym.is_integer), nonnegative=True)

@@ -23,6 +23,7 @@ from ember.prims.pytree import TreeSpec, tree_flatten
 from ember.prims.source import SourceLocation, user_location
 from ember.prims.specs import ScalarSpec, SymSize, TensorSpec
 from ember.prims.tracer.naming import Namer
+from ember.prims.tracer.symbolic_meta import SYMBOLIC_META, has_symbolic_sizes
 from ember.prims.tracer.tensor import TracerTensor
 
 _META = torch.device("meta")
@@ -89,9 +90,7 @@ class Tracer:
         target = f"_tensor_constant{len(self._constant_ids)}"
         value_name = self._namer.fresh(target)
         spec = TensorSpec.of(tensor)
-        self.graph.inputs.append(
-            GraphInput(Value(value_name, spec), InputKind.CONSTANT, target)
-        )
+        self.graph.inputs.append(GraphInput(Value(value_name, spec), InputKind.CONSTANT, target))
         self.graph.constants[target] = tensor.detach()
         ref = Ref(value_name)
         self._constant_ids[id(tensor)] = ref
@@ -117,7 +116,7 @@ class Tracer:
 
     def finish(self, outputs: Any) -> Graph:
         """Record `outputs` (a pytree of tracing tensors and literals) and return the Graph."""
-        leaves, spec = tree_flatten(outputs)
+        leaves, spec = tree_flatten(_plain_tuples(outputs))
         self.graph.out_spec = spec
         self.graph.output_leaves = [self._output_leaf(leaf) for leaf in leaves]
         if self.shape_env is not None:
@@ -144,7 +143,9 @@ class Tracer:
 
     # ---- recording -------------------------------------------------------------------------
 
-    def record(self, func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def record(
+        self, func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         target = op_name(func)
         source = user_location()
         node_args = [self._argument(a) for a in args]
@@ -152,7 +153,7 @@ class Tracer:
         meta_args = [self._meta_argument(a) for a in args]
         meta_kwargs = {key: self._meta_argument(a) for key, a in kwargs.items()}
         try:
-            meta_result = func(*meta_args, **meta_kwargs)
+            meta_result = self._meta_call(func, target, meta_args, meta_kwargs)
         except TraceError:
             raise
         except Exception as error:
@@ -179,6 +180,59 @@ class Tracer:
             wrapped.append(python_value)
         self.graph.nodes.append(node)
         return wrapped[0] if len(schema.returns) == 1 else tuple(wrapped)
+
+    def _meta_call(self, func: Any, target: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """The op run on meta tensors; ember's own rule where torch's rejects symbolic sizes."""
+        symbolic = has_symbolic_sizes(args, kwargs)
+        rule = SYMBOLIC_META.get(target)
+        if rule is not None and symbolic:
+            return rule(*args, **kwargs)
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError:
+            # Many C++ meta kernels take concrete sizes only; ember's decomposition of the op
+            # into prims (whose meta rules are ember's own) gives the symbolic result.
+            if not symbolic:
+                raise
+            result = self._meta_by_decomposition(target, args, kwargs)
+            if result is None:
+                raise
+            return result
+
+    def _meta_by_decomposition(self, target: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """The op's meta result computed by tracing its prims decomposition, or None."""
+        # Imported here: the decompositions are themselves built on this tracer.
+        from ember.prims.decompositions import PRIM_DECOMPOSITIONS
+        from ember.prims.primitives.recording import recording_into
+
+        decomposition = PRIM_DECOMPOSITIONS.get(target)
+        if decomposition is None:
+            return None
+        scratch = Tracer(self.shape_env)
+
+        def wrap(arg: Any) -> Any:
+            if isinstance(arg, torch.Tensor):
+                name = scratch._namer.fresh("meta")
+                return TracerTensor(
+                    arg, device=_META, requires_grad=False, value_name=name, owner=scratch
+                )
+            if isinstance(arg, list | tuple):
+                return type(arg)(wrap(item) for item in arg)
+            return arg
+
+        def unwrap(result: Any) -> Any:
+            if isinstance(result, TracerTensor):
+                return result.meta
+            if isinstance(result, list | tuple):
+                return type(result)(unwrap(item) for item in result)
+            return result
+
+        scratch._constant_tensors = []
+        with torch.no_grad(), recording_into(scratch):
+            result = decomposition(
+                *[wrap(a) for a in args], **{k: wrap(a) for k, a in kwargs.items()}
+            )
+        return unwrap(result)
 
     def _wrap_output(
         self,
@@ -217,12 +271,17 @@ class Tracer:
                 values.append(value)
                 tensors.append(
                     TracerTensor(
-                        item, device=device, requires_grad=False, value_name=value.name,
+                        item,
+                        device=device,
+                        requires_grad=False,
+                        value_name=value.name,
                         owner=self,
                     )
                 )
             return values, tensors
-        if isinstance(result, (bool, int, float, *_SYMBOLIC)) and not isinstance(result, torch.Tensor):
+        if isinstance(result, (bool, int, float, *_SYMBOLIC)) and not isinstance(
+            result, torch.Tensor
+        ):
             expr = self._literal(result)
             if not isinstance(expr, sympy.Basic):
                 raise TraceError(
@@ -304,7 +363,7 @@ class Tracer:
         expr = self._literal(size)
         if isinstance(expr, sympy.Integer):
             return int(expr)
-        return expr  # type: ignore[no-any-return]
+        return expr
 
 
 class _RecordingMode(TorchDispatchMode):
@@ -312,10 +371,20 @@ class _RecordingMode(TorchDispatchMode):
         super().__init__()
         self.tracer = tracer
 
-    def __torch_dispatch__(
-        self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-    ) -> Any:
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         return self.tracer.record(func, tuple(args), dict(kwargs or {}))
+
+
+def _plain_tuples(tree: Any) -> Any:
+    """`tree` with torch's named result tuples (`torch.return_types.sort`, ...) as plain
+    tuples: the Graph's output signature holds builtin containers only."""
+    if isinstance(tree, tuple) and type(tree).__module__ == "torch.return_types":
+        return tuple(_plain_tuples(item) for item in tree)
+    if type(tree) in (tuple, list):
+        return type(tree)(_plain_tuples(item) for item in tree)
+    if type(tree) is dict:
+        return {key: _plain_tuples(item) for key, item in tree.items()}
+    return tree
 
 
 def _flat(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:

@@ -46,12 +46,10 @@ class TracerTensor(torch.Tensor):
         return tensor
 
     # Go straight to __torch_dispatch__: the tracer records ATen calls, not torch functions.
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
     @classmethod
-    def __torch_dispatch__(
-        cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
-    ) -> Any:
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:  # type: ignore[override]
         raise TraceError(
             f"a tracing tensor reached {func} outside of its trace; tracing tensors must not "
             "escape the traced function (keep tensors you need as outputs)"

@@ -94,7 +94,7 @@ def _module_state_swapped(
     for qualname, tensor in replacements.items():
         owner_name, _, attr = qualname.rpartition(".")
         owner = module.get_submodule(owner_name) if owner_name else module
-        table = owner._parameters if attr in owner._parameters else owner._buffers
+        table: dict[str, Any] = owner._parameters if attr in owner._parameters else owner._buffers
         originals.append((table, attr, table[attr], tensor))
         table[attr] = tensor
     try:
