@@ -11,11 +11,16 @@ from ember.prims.decompositions import (  # noqa: F401  (each module registers o
     elementwise,
     indexing,
     linalg,
+    losses,
     normalization,
     pooling,
     random,
+    rearrangement,
     reductions,
+    search,
     selection,
+    special,
+    view_scatter,
     views,
 )
 from ember.prims.decompositions.decompose import DecompositionError, decompose

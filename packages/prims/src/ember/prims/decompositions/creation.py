@@ -238,3 +238,16 @@ def _eye(
     rows = prims.broadcast_in_dim(prims.iota(n, 0, 1, dtype=torch.int64, device=dev), [n, m], [0])
     cols = prims.broadcast_in_dim(prims.iota(m, 0, 1, dtype=torch.int64, device=dev), [n, m], [1])
     return prims.convert_element_type(prims.eq(rows, cols), dtype or torch.get_default_dtype())
+
+
+@to_prims("aten::empty_permuted.default")
+def _empty_permuted(
+    size: Sequence[int],
+    physical_layout: Sequence[int],
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> torch.Tensor:
+    return full(size, 0, dtype or torch.get_default_dtype(), device)

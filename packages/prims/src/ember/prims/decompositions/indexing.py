@@ -34,7 +34,9 @@ def wrap_index(index: torch.Tensor, size: int) -> torch.Tensor:
     return prims.where(negative, prims.add(index, scalar_like(size, index)), index)
 
 
-def _linear_index(a: torch.Tensor, indices: Sequence[torch.Tensor | None]):
+def _linear_index(
+    a: torch.Tensor, indices: Sequence[torch.Tensor | None]
+) -> tuple[torch.Tensor, torch.Tensor, list[int], list[int], int]:
     """(flattened a with indexed dims first, linear index, result shape, permuted dims)."""
     indices = list(indices) + [None] * (a.dim() - len(indices))
     expanded: list[torch.Tensor | None] = []
@@ -45,7 +47,7 @@ def _linear_index(a: torch.Tensor, indices: Sequence[torch.Tensor | None]):
     indexed = [d for d, i in enumerate(expanded) if i is not None]
     rest = [d for d in range(a.dim()) if d not in indexed]
     shape = broadcast_shapes(*(expanded[d].shape for d in indexed))  # type: ignore[union-attr]
-    linear = None
+    linear: torch.Tensor | None = None
     for d in indexed:
         index = wrap_index(expand_to(expanded[d], shape, torch.int64, a.device), a.shape[d])
         linear = (
@@ -53,6 +55,8 @@ def _linear_index(a: torch.Tensor, indices: Sequence[torch.Tensor | None]):
             if linear is None
             else prims.add(prims.mul(linear, scalar_like(a.shape[d], linear)), index)
         )
+    if linear is None:
+        raise IndexError("index needs at least one index tensor")
     contiguous = indexed == list(range(indexed[0], indexed[-1] + 1))
     # torch puts the broadcast index dims where the indexed dims were if they are adjacent,
     # first otherwise

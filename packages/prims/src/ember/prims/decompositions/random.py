@@ -5,12 +5,13 @@ not torch's: only distributions (not exact values) match eager.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from ember.prims.decompositions.operands import scalar_like
+from ember.prims.decompositions.operands import broadcast, broadcast_shapes, expand_to, scalar_like
 from ember.prims.decompositions.table import to_prims
 from ember.prims.primitives import prims
 
@@ -148,3 +149,120 @@ to_prims("aten::rand.default")(_factory(_unit_uniform))
 to_prims("aten::randn.default")(_factory(_unit_normal))
 to_prims("aten::rand_like.default")(_like(_unit_uniform))
 to_prims("aten::randn_like.default")(_like(_unit_normal))
+
+
+def _transformed(a: torch.Tensor, fn: Any) -> torch.Tensor:
+    """Samples shaped like a: fn applied to unit-uniform samples (inverse-CDF sampling)."""
+    samples = uniform(list(a.shape), 0.0, 1.0, torch.float64, a.device)
+    return prims.convert_element_type(fn(samples), a.dtype)
+
+
+def _in_place(sample: Any) -> Any:
+    def decomposition(a: torch.Tensor, *args: Any, generator: Any = None) -> torch.Tensor:
+        return prims.copy_to(a, sample(a, *args))
+
+    return decomposition
+
+
+def _exponential(a: torch.Tensor, lambd: float = 1.0) -> torch.Tensor:
+    # -log(1 - u) / lambda
+    return _transformed(
+        a,
+        lambda u: prims.div(prims.neg(prims.log1p(prims.neg(u))), scalar_like(float(lambd), u)),
+    )
+
+
+def _cauchy(a: torch.Tensor, median: float = 0.0, sigma: float = 1.0) -> torch.Tensor:
+    # median + sigma * tan(pi * (u - 1/2))
+    def fn(u: torch.Tensor) -> torch.Tensor:
+        angle = prims.mul(prims.sub(u, scalar_like(0.5, u)), scalar_like(math.pi, u))
+        return prims.add(
+            scalar_like(float(median), u), prims.mul(scalar_like(float(sigma), u), prims.tan(angle))
+        )
+
+    return _transformed(a, fn)
+
+
+def _geometric(a: torch.Tensor, p: float) -> torch.Tensor:
+    # ceil(log(1 - u) / log(1 - p)): trials until the first success, at least 1
+    def fn(u: torch.Tensor) -> torch.Tensor:
+        trials = prims.div(prims.log1p(prims.neg(u)), scalar_like(math.log1p(-p), u))
+        return prims.maximum(prims.ceil(trials), scalar_like(1.0, u))
+
+    return _transformed(a, fn)
+
+
+def _log_normal(a: torch.Tensor, mean: float = 1.0, std: float = 2.0) -> torch.Tensor:
+    return prims.exp(normal(list(a.shape), mean, std, a.dtype, a.device))
+
+
+to_prims("aten::exponential_.default")(_in_place(_exponential))
+to_prims("aten::exponential.default")(
+    lambda a, lambd=1.0, *, generator=None: _exponential(a, lambd)
+)
+to_prims("aten::cauchy_.default")(_in_place(_cauchy))
+to_prims("aten::cauchy.default")(
+    lambda a, median=0.0, sigma=1.0, *, generator=None: _cauchy(a, median, sigma)
+)
+to_prims("aten::geometric_.default")(_in_place(_geometric))
+to_prims("aten::geometric.default")(lambda a, p, *, generator=None: _geometric(a, p))
+to_prims("aten::log_normal_.default")(_in_place(_log_normal))
+to_prims("aten::log_normal.default")(
+    lambda a, mean=1.0, std=2.0, *, generator=None: _log_normal(a, mean, std)
+)
+
+
+def _normal_of(mean: Any, std: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """mean + std * N(0, 1), broadcast over the tensor operands."""
+    shape = broadcast_shapes(*(x.shape for x in (mean, std) if isinstance(x, torch.Tensor)))
+    unit = normal(shape, 0.0, 1.0, dtype, device)
+    location, scale = broadcast(mean, std, dtype=dtype)
+    if list(location.shape) != shape:
+        location, scale = (expand_to(x, shape, dtype, device) for x in (location, scale))
+    return prims.add(location, prims.mul(scale, unit))
+
+
+@to_prims("aten::normal.Tensor_Tensor", "aten::normal.Tensor_float", "aten::normal.float_Tensor")
+def _normal_tensors(mean: Any, std: Any = 1.0, *, generator: Any = None) -> torch.Tensor:
+    like = mean if isinstance(mean, torch.Tensor) else std
+    return _normal_of(mean, std, like.dtype, like.device)
+
+
+@to_prims("aten::normal.float_float")
+def _normal_floats(
+    mean: float,
+    std: float,
+    size: Sequence[int],
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> torch.Tensor:
+    place = torch.device(device) if device is not None else torch.device("cpu")
+    return normal(list(size), mean, std, dtype or torch.get_default_dtype(), place)
+
+
+def _randint_values(
+    shape: list[int], low: int, high: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    # floor(low + u * (high - low)) with u in [0, 1), computed in float64
+    samples = uniform(shape, float(low), float(high), torch.float64, device)
+    return prims.convert_element_type(prims.floor(samples), dtype)
+
+
+@to_prims("aten::randint.default", "aten::randint.low")
+def _randint(*args: Any, **kwargs: Any) -> torch.Tensor:
+    low, high, size = (0, *args[:2]) if len(args) == 2 else args[:3]
+    dtype = kwargs.get("dtype") or torch.int64
+    device = torch.device(kwargs["device"]) if kwargs.get("device") else torch.device("cpu")
+    return _randint_values(list(size), low, high, dtype, device)
+
+
+@to_prims("aten::randint_like.default", "aten::randint_like.low_dtype")
+def _randint_like(a: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    low, high = (0, args[0]) if len(args) == 1 else args[:2]
+    dtype = kwargs.get("dtype") or a.dtype
+    device = torch.device(kwargs["device"]) if kwargs.get("device") else a.device
+    return _randint_values(list(a.shape), low, high, dtype, device)

@@ -6,6 +6,7 @@ ops, sort/topk, softmax and log_softmax with their backward ops.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -31,7 +32,9 @@ def keep_dims(result: torch.Tensor, source_ndim: int, dims: list[int]) -> torch.
     return result
 
 
-def reduce(prim: Prim, a: torch.Tensor, dims: Any, keepdim: bool = False) -> torch.Tensor:
+def reduce(
+    prim: Callable[..., torch.Tensor], a: torch.Tensor, dims: Any, keepdim: bool = False
+) -> torch.Tensor:
     """prim over dims (None or [] meaning every dim), then keepdim."""
     wrapped = canonical_dims(dims, a.dim())
     result = prim(a, wrapped)

@@ -56,6 +56,19 @@ DATA_DEPENDENT_OPS = (
 )
 
 
+# ATen ops whose results are uninitialized memory: only their shapes and dtypes are defined.
+UNINITIALIZED_OPS = frozenset(
+    {
+        "aten::empty.memory_format",
+        "aten::empty_like.default",
+        "aten::empty_strided.default",
+        "aten::empty_permuted.default",
+        "aten::new_empty.default",
+        "aten::new_empty_strided.default",
+    }
+)
+
+
 class _DataDependent(Exception):
     """A sample's trace read tensor values."""
 
@@ -135,6 +148,7 @@ def _check_sample(
         torch.manual_seed(0)
         expected = call(*tensors)
         random = any(n.target.startswith("prims::random_seed") for n in decomposed.nodes)
+        uninitialized = any(n.target in UNINITIALIZED_OPS for n in graph.nodes)
     except Exception as error:
         return OpReport(label, Outcome.UNTRACEABLE, detail=f"eager: {_short(error)}")
     try:
@@ -142,7 +156,7 @@ def _check_sample(
     except Exception as error:
         return OpReport(label, Outcome.FAILED, detail=_short(error))
     try:
-        if random:  # random ops: only shapes and dtypes are comparable
+        if random or uninitialized:  # only shapes and dtypes are comparable
             _same_layout(actual, expected)
         else:
             torch.testing.assert_close(actual, expected, equal_nan=True, check_stride=False)

@@ -11,6 +11,7 @@ from ember.prims.primitives import (  # noqa: F401  (each module defines its pri
     linalg,
     random,
     reductions,
+    special,
     views,
 )
 from ember.prims.primitives.prim import PRIMS, Prim, PrimNamespace, is_prim, prims
