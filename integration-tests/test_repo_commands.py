@@ -41,10 +41,13 @@ def test_configuration_doc_is_current() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_umbrella_reexports_the_prims_api() -> None:
+def test_umbrella_reexports_the_prims_and_capture_api() -> None:
     import ember
+    import ember.capture
     import ember.prims
 
-    for name in ember.prims.__all__:
-        assert getattr(ember, name) is getattr(ember.prims, name)
-        assert name in ember.__all__
+    for layer in (ember.prims, ember.capture):
+        for name in layer.__all__:
+            assert getattr(ember, name) is getattr(layer, name)
+            assert name in ember.__all__
+    assert ember.compile is ember.capture.compile

@@ -1,8 +1,9 @@
 """ember: makes PyTorch programs fast without changing them.
 
-The umbrella package: it re-exports each layer's public API (today `ember.prims`), and
-extends `__path__` so that the layer portions of the `ember` namespace stay importable when
-the layers are installed from separate wheels or as editable source trees.
+The umbrella package: it re-exports the public API of `ember.prims` and `ember.capture`
+(`ember.compile`, `ember.trace`, ...), and extends `__path__` so that the layer portions of
+the `ember` namespace stay importable when the layers are installed from separate wheels or
+as editable source trees.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ __path__ = extend_path(__path__, __name__)
 __version__ = "0.1.0"
 
 # Each layer module whose whole `__all__` the umbrella re-exports; later layers join the list.
-_REEXPORTED = ("ember.prims",)
+_REEXPORTED = ("ember.prims", "ember.capture")
 
 
 def _reexport() -> list[str]:
