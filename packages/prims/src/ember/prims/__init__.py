@@ -4,6 +4,7 @@ The Graph and its specs, the tracer (`trace`), symbolic sizes, the interpreter (
 serialization (`dumps`/`loads`/`save`/`load`), printing and verification.
 """
 
+from ember.prims.boundary import cross_boundary
 from ember.prims.decompositions import (
     CORE_ATEN_DECOMPOSITIONS,
     PRIM_DECOMPOSITIONS,
@@ -70,6 +71,7 @@ __all__ = [
     "TracerTensor",
     "TreeSpec",
     "Value",
+    "cross_boundary",
     "decompose",
     "dump_document",
     "dumps",
