@@ -1,5 +1,5 @@
-"""Constructs capture does not model raise `Unsupported`, naming the user's line and the
-construct (graph breaks replace these errors in the next issue)."""
+"""With fullgraph=True, constructs capture does not model raise `Unsupported`, naming the
+user's line and the construct."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def calls_disabled(x):
     ],
 )
 def test_unsupported_names_line_and_construct(fn, construct: str) -> None:
-    compiled = ember_compile(fn, backend=CompileCounter())
+    compiled = ember_compile(fn, backend=CompileCounter(), fullgraph=True)
     with pytest.raises(Unsupported) as info:
         compiled(torch.ones(2))
     message = str(info.value)

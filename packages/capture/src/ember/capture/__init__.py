@@ -3,7 +3,8 @@
 `compile()` captures a function or nn.Module by interpreting its bytecode, guards what it
 assumed and caches the result (`reset()`, `disable()`); backends come from the registry
 (`register_backend`, `list_backends`, `lookup_backend`, the `ember.backends` entry points)
-with the built-in `eager`.
+with the built-in `eager`. What capture cannot model becomes a graph break; `explain()`
+reports the graphs and breaks of one call, each break from the `CATALOGUE`.
 """
 
 from ember.capture.backends.eager import eager
@@ -17,6 +18,7 @@ from ember.capture.backends.registry import (
     lookup_backend,
     register_backend,
 )
+from ember.capture.breaks import CATALOGUE, BreakKind, GraphBreak
 from ember.capture.cache import RecompileLimitWarning
 from ember.capture.compile import compile, disable, reset
 from ember.capture.errors import (
@@ -25,9 +27,11 @@ from ember.capture.errors import (
     BackendRegistrationError,
     CaptureError,
 )
+from ember.capture.explain import ExplainResult, explain
 from ember.capture.unsupported import Unsupported
 
 __all__ = [
+    "CATALOGUE",
     "ENTRY_POINT_GROUP",
     "KNOWN_BACKENDS",
     "Backend",
@@ -35,13 +39,17 @@ __all__ = [
     "BackendNotFound",
     "BackendRegistrationError",
     "BackendRegistry",
+    "BreakKind",
     "CaptureError",
+    "ExplainResult",
+    "GraphBreak",
     "RecompileLimitWarning",
     "Unsupported",
     "compile",
     "default_registry",
     "disable",
     "eager",
+    "explain",
     "list_backends",
     "lookup_backend",
     "register_backend",

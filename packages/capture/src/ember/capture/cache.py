@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ember.capture.breaks import GraphBreak
 from ember.capture.guards.check import GuardCheck
 from ember.prims import Graph
 
@@ -25,11 +26,13 @@ class RecompileLimitWarning(UserWarning):
 
 @dataclass
 class CacheEntry:
-    """One capture: its guards, the generated entry function and the Graph (None if empty)."""
+    """One capture: its guards, the generated entry function, the Graph (None if empty) and
+    the graph break that ended it, if any."""
 
     check: GuardCheck
     entry: Callable[[dict[str, Any]], Any]
     graph: Graph | None
+    breaks: list[GraphBreak] = field(default_factory=list)
 
 
 @dataclass(eq=False)

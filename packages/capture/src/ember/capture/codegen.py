@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bytecode import Bytecode, CompilerFlags, Instr
+from bytecode import BinaryOp, Bytecode, CompilerFlags, Instr, Label
 
 from ember.capture.guards.source import Source, call_instructions, load_const
 
@@ -23,8 +23,9 @@ OUTPUTS = "__ember_outputs"
 
 @dataclass(frozen=True)
 class OutputPlan:
-    """How to rebuild one piece of the output: `kind` is graph/source/constant/tuple/list/
-    dict/namedtuple; `value` is the graph output index, source, constant, or keys/class."""
+    """How to rebuild one value: `kind` is graph/source/constant/tuple/list/dict/namedtuple/
+    structseq/construct/call/null/store/temp; `value` is the graph output index, source,
+    constant, keys/class, callable or temporary name."""
 
     kind: str
     value: Any = None
@@ -63,30 +64,139 @@ def dispatcher_function(
     return result
 
 
+@dataclass
+class SideEffectPlan:
+    """One replayed write: `attr` (target.name = value), `global` (table[name] = value) or
+    `call` (value is a call plan whose result is dropped)."""
+
+    kind: str
+    value: OutputPlan
+    target: Any = None
+    name: str = ""
+
+
+@dataclass
+class Continuation:
+    """What the entry function does after the graph when capture broke the graph: rebuild the
+    stack and locals, run the instruction capture could not model, and call the resume
+    function (or one of two, for a branch on a tensor) with the stack and locals."""
+
+    grad_mode: bool
+    stack: list[OutputPlan]  # the whole stack at the break, bottom first
+    consumed: int  # how many of the top items the instruction uses
+    instructions: list[Instr]  # the instruction, as the user's code has it
+    produced: int  # how many items it leaves on the stack
+    locals: list[OutputPlan]
+    resume: Callable[..., Any] | None = None
+    # A branch: (the jump's opcode name, resume at its target, resume after it).
+    branch: tuple[str, Callable[..., Any], Callable[..., Any]] | None = None
+
+
 def entry_function(
     compiled: Callable[..., Any] | None,
     inputs: list[Source],
-    output: OutputPlan,
+    output: OutputPlan | None,
     globals_dict: dict[str, Any],
     name: str,
+    effects: list[SideEffectPlan] | None = None,
+    continuation: Continuation | None = None,
 ) -> types.FunctionType:
-    """`def entry(L): outs = compiled(*<inputs>); return <output rebuilt>`."""
+    """`def entry(L): outs = compiled(*<inputs>); <effects>; return <output rebuilt>`, or,
+    after a break, `...; <instruction>; return resume(*<stack>, *<locals>)`."""
     load_locals = [Instr("LOAD_FAST", "L")]
-    body: list[Instr] = [Instr("RESUME", 0)]
+    body: list[Instr | Label] = [Instr("RESUME", 0)]
     if compiled is not None:
         body += [Instr("PUSH_NULL"), load_const(compiled)]
         for source in inputs:
             body += source.emit(load_locals, globals_dict)
         body += [*call_instructions(len(inputs)), Instr("STORE_FAST", OUTPUTS)]
-    body += _emit_output(output, load_locals, globals_dict)
-    body.append(Instr("RETURN_VALUE"))
+    for effect in effects or ():
+        body += _emit_effect(effect, load_locals, globals_dict)
+    if continuation is not None:
+        body += _emit_continuation(continuation, load_locals, globals_dict)
+    else:
+        assert output is not None
+        body += _emit_output(output, load_locals, globals_dict)
+        body.append(Instr("RETURN_VALUE"))
     bytecode = Bytecode(body)
     bytecode.argnames = ["L"]
     bytecode.argcount = 1
     bytecode.flags = CompilerFlags.OPTIMIZED | CompilerFlags.NEWLOCALS
     bytecode.name = name
     bytecode.filename = "<ember generated>"
-    return types.FunctionType(bytecode.to_code(), {}, name)
+    # A break runs user instructions (LOAD_GLOBAL, IMPORT_NAME...) that need its globals.
+    namespace = globals_dict if continuation is not None else {}
+    return types.FunctionType(bytecode.to_code(), namespace, name)
+
+
+def _emit_effect(
+    effect: SideEffectPlan, load_locals: list[Instr], globals_dict: dict[str, Any]
+) -> list[Instr]:
+    value = _emit_output(effect.value, load_locals, globals_dict)
+    if effect.kind == "attr":
+        target = _emit_output(effect.target, load_locals, globals_dict)
+        return [*value, *target, Instr("STORE_ATTR", effect.name)]
+    if effect.kind == "global":
+        return [
+            *value,
+            load_const(effect.target),
+            Instr("LOAD_CONST", effect.name),
+            Instr("STORE_SUBSCR"),
+        ]
+    return [*value, Instr("POP_TOP")]
+
+
+def _emit_continuation(
+    plan: Continuation, load_locals: list[Instr], globals_dict: dict[str, Any]
+) -> list[Instr | Label]:
+    import torch
+
+    out: list[Instr | Label] = [
+        Instr("PUSH_NULL"),
+        load_const(torch.set_grad_enabled),
+        load_const(plan.grad_mode),
+        *call_instructions(1),
+        Instr("POP_TOP"),
+    ]
+    split = len(plan.stack) - plan.consumed
+    kept: list[str] = []
+    for index, item in enumerate(plan.stack[:split]):
+        if item.kind == "null":
+            continue
+        out += _emit_output(item, load_locals, globals_dict)
+        kept.append(f"__ember_stack{index}")
+        out.append(Instr("STORE_FAST", kept[-1]))
+    local_names = []
+    for index, item in enumerate(plan.locals):
+        out += _emit_output(item, load_locals, globals_dict)
+        local_names.append(f"__ember_local{index}")
+        out.append(Instr("STORE_FAST", local_names[-1]))
+    for item in plan.stack[split:]:
+        out += _emit_output(item, load_locals, globals_dict)
+
+    def resume_call(resume: Callable[..., Any], produced: bool) -> list[Instr]:
+        code = [Instr("PUSH_NULL"), load_const(resume)]
+        code += [Instr("LOAD_FAST", n) for n in kept] + [Instr("BUILD_TUPLE", len(kept))]
+        if produced:
+            code += [Instr("LOAD_FAST", PRODUCED), Instr("BINARY_OP", BinaryOp.ADD)]
+        code += [Instr("LOAD_FAST", n) for n in local_names]
+        code += [Instr("BUILD_TUPLE", len(local_names)), Instr("BINARY_OP", BinaryOp.ADD)]
+        return [*code, Instr("CALL_FUNCTION_EX", 0), Instr("RETURN_VALUE")]
+
+    if plan.branch is not None:
+        jump_name, at_target, at_next = plan.branch
+        target = Label()
+        out += [Instr(jump_name, target), *resume_call(at_next, False), target]
+        out += resume_call(at_target, False)
+        return out
+    out += plan.instructions
+    if plan.resume is None:  # the instruction raised or returned
+        return [*out, load_const(None), Instr("RETURN_VALUE")]
+    out += [Instr("BUILD_TUPLE", plan.produced), Instr("STORE_FAST", PRODUCED)]
+    return [*out, *resume_call(plan.resume, True)]
+
+
+PRODUCED = "__ember_produced"
 
 
 def _emit_output(
@@ -102,6 +212,13 @@ def _emit_output(
         return plan.value.emit(load_locals, globals_dict)
     if plan.kind == "constant":
         return [load_const(plan.value)]
+    if plan.kind == "null":
+        return [Instr("PUSH_NULL")]
+    if plan.kind == "temp":
+        return [Instr("LOAD_FAST", plan.value)]
+    if plan.kind == "store":
+        inner = _emit_output(plan.children[0], load_locals, globals_dict)
+        return [*inner, Instr("COPY", 1), Instr("STORE_FAST", plan.value)]
     children = [
         i for child in plan.children for i in _emit_output(child, load_locals, globals_dict)
     ]
@@ -130,6 +247,13 @@ def _emit_output(
             *children,
             Instr("BUILD_TUPLE", len(plan.children)),
             *call_instructions(1),
+        ]
+    if plan.kind == "call":  # value(*children)
+        return [
+            Instr("PUSH_NULL"),
+            load_const(plan.value),
+            *children,
+            *call_instructions(len(plan.children)),
         ]
     if plan.kind == "construct":  # cls(**{field: value, ...})
         cls, names = plan.value

@@ -12,27 +12,45 @@ import functools
 import inspect
 import types
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from torch import nn
 
-from ember.capture import logs
+from ember.capture import explain, logs
 from ember.capture.backends.registry import Backend, lookup_backend
 from ember.capture.bytecode.frame import decode
 from ember.capture.cache import CACHE, CodeEntries, RecompileLimitWarning
 from ember.capture.codegen import dispatcher_function
-from ember.capture.translate import FUNCTION_KEY, capture_call
+from ember.capture.translate import FUNCTION_KEY, CaptureOptions, capture_call
 from ember.capture.variables.functions import DISABLED_CODES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class CompiledFunction:
-    """The state behind one compile() of one function: its backend and cache entries."""
+    """The state behind one compile() of one function: its backend and cache entries.
 
-    def __init__(self, fn: types.FunctionType, backend: Backend, name: str) -> None:
+    Resume functions and callees that broke the graph are compiled with the same backend
+    and options; `family` holds the compiled callees, shared by every function of one
+    compile() so each callee is compiled once.
+    """
+
+    def __init__(
+        self,
+        fn: types.FunctionType,
+        backend: Backend,
+        name: str,
+        fullgraph: bool = False,
+        family: weakref.WeakKeyDictionary[types.FunctionType, Any] | None = None,
+    ) -> None:
         self.fn = fn
+        self.fullgraph = fullgraph
+        self.family: weakref.WeakKeyDictionary[types.FunctionType, Any] = (
+            family if family is not None else weakref.WeakKeyDictionary()
+        )
+        self.options = CaptureOptions(fullgraph, self.compile_related)
         self.code = fn.__code__
         self.globals = fn.__globals__
         self.backend = backend
@@ -56,10 +74,21 @@ class CompiledFunction:
             logs.recompiles.info(
                 "Recompiling %s (%s): %s", self.fn.__qualname__, self._where(), reason
             )
-        entry = capture_call(self.fn, arguments, self.backend)
+        entry = capture_call(self.fn, arguments, self.backend, self.options)
         self.captures += 1
         table.entries.append(entry)
+        explain.record(entry)
         return entry.entry(arguments)
+
+    def compile_related(self, fn: types.FunctionType) -> Any:
+        """A resume function or a callee, compiled with this function's backend."""
+        known = self.family.get(fn)
+        if known is None:
+            known = _compile_function(
+                fn, self.backend, self.backend_name, self.fullgraph, self.family
+            )
+            self.family[fn] = known
+        return known
 
     def _run_eagerly(self, table: CodeEntries, arguments: dict[str, Any], reason: str) -> Any:
         if not table.warned:
@@ -116,7 +145,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
     `backend` is a registered name (`ember.capture.list_backends()`) or a callable taking the
     captured Graph and example inputs. `mode`, `dynamic` and `options` are passed through
     for the layers below; this release specializes on every size (TODO(issue 6): dynamic).
-    `fullgraph=True` is implied until graph breaks land (unsupported code raises).
+    What capture cannot model becomes a graph break (it runs in plain Python between
+    graphs); `fullgraph=True` raises `Unsupported` at the first break instead.
     """
     if fn_or_module is None:
         return functools.partial(
@@ -130,33 +160,42 @@ def compile(  # noqa: A001 - mirrors torch.compile
     logs.configure_once()
     compiler, name = _backend(backend)
     if isinstance(fn_or_module, nn.Module):
-        return _compile_module(fn_or_module, compiler, name)
+        return _compile_module(fn_or_module, compiler, name, fullgraph)
     fn = fn_or_module
     if getattr(fn, "_ember_compiled", None) is not None:
         fn = fn._ember_compiled.fn
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-        return types.MethodType(_compile_function(fn.__func__, compiler, name), fn.__self__)
+        compiled = _compile_function(fn.__func__, compiler, name, fullgraph)
+        return types.MethodType(compiled, fn.__self__)
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"ember.compile takes a Python function or an nn.Module, got {fn!r}")
-    return _compile_function(fn, compiler, name)
+    return _compile_function(fn, compiler, name, fullgraph)
 
 
-def _compile_function(fn: types.FunctionType, compiler: Backend, name: str) -> Any:
-    state = CompiledFunction(fn, compiler, name)
+def _compile_function(
+    fn: types.FunctionType,
+    compiler: Backend,
+    name: str,
+    fullgraph: bool = False,
+    family: weakref.WeakKeyDictionary[types.FunctionType, Any] | None = None,
+) -> Any:
+    state = CompiledFunction(fn, compiler, name, fullgraph, family)
     wrapper = dispatcher_function(fn, state.dispatch)
     functools.update_wrapper(wrapper, fn)
     wrapper._ember_compiled = state  # type: ignore[attr-defined]
     return wrapper
 
 
-def _compile_module(module: nn.Module, compiler: Backend, name: str) -> nn.Module:
+def _compile_module(
+    module: nn.Module, compiler: Backend, name: str, fullgraph: bool = False
+) -> nn.Module:
     cls = type(module)
     original = getattr(cls, "_ember_original_class", cls)
     forward = original.forward
     if not isinstance(forward, types.FunctionType):
         raise TypeError(f"{original.__name__}.forward is not a Python function")
     namespace = {
-        "forward": _compile_function(forward, compiler, name),
+        "forward": _compile_function(forward, compiler, name, fullgraph),
         "_ember_original_class": original,
         "__module__": original.__module__,
         "__qualname__": original.__qualname__,

@@ -15,6 +15,8 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from ember.capture.guards.kinds import Guard, GuardKind, TensorFacts
 from ember.capture.guards.source import AttrSource, Source
+from ember.capture.side_effects import SideEffects
+from ember.capture.variables.base import Variable
 from ember.capture.variables.tensor import TensorVariable
 from ember.prims import SourceLocation, Tracer
 
@@ -40,6 +42,9 @@ class CaptureSession:
     inputs: list[TensorInput] = field(default_factory=list)
     location: SourceLocation | None = None
     initial_grad_mode: bool = field(default_factory=torch.is_grad_enabled)
+    side_effects: SideEffects = field(default_factory=SideEffects)
+    # Mutable values read from a source, so every read of that source sees one Variable.
+    by_source: dict[Source, Variable] = field(default_factory=dict)
     _guarded: set[tuple[GuardKind, Source | None]] = field(default_factory=set)
     _inputs_by_id: dict[int, TensorInput] = field(default_factory=dict)
 

@@ -1,6 +1,12 @@
 """Capture one call: interpret the function's bytecode over Variables, record its tensor
 work into a Graph, collect the guards, hand the Graph to the backend, and generate the
 entry function that replays the result on later calls whose guards hold.
+
+When capture meets something it cannot model, it captures again and stops at the function's
+own instruction that was running (a call into a function that broke is broken at the call):
+the graph so far is compiled, the entry function runs that instruction in plain Python and
+continues in a generated resume function, compiled on its own (see break_point.py,
+resume.py). With `fullgraph=True` the first break is an error instead.
 """
 
 from __future__ import annotations
@@ -9,31 +15,33 @@ import logging
 import time
 import types
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ember.capture import logs
+from ember.capture.break_point import (
+    BRANCHES,
+    callable_index,
+    instructions,
+    stack_effect,
+)
+from ember.capture.breaks import GraphBreak
 from ember.capture.bytecode import Frame
 from ember.capture.cache import CacheEntry
-from ember.capture.codegen import OutputPlan, entry_function
+from ember.capture.codegen import Continuation, OutputPlan, SideEffectPlan, entry_function
 from ember.capture.guards.check import build_check
 from ember.capture.guards.kinds import GuardKind
 from ember.capture.guards.source import AttrSource, ItemSource, LocalSource
+from ember.capture.reconstruct import REPLACE_DICT, REPLACE_LIST, CompileCallee, Reconstructor
+from ember.capture.resume import resume_function
 from ember.capture.session import CaptureSession
+from ember.capture.side_effects import AttributeWrite
 from ember.capture.unsupported import Unsupported
-from ember.capture.variables.base import Variable
-from ember.capture.variables.constant import ConstantVariable
-from ember.capture.variables.containers import (
-    DictVariable,
-    ListVariable,
-    SetVariable,
-    TupleVariable,
-)
-from ember.capture.variables.dataclass_objects import DataclassVariable
+from ember.capture.variables.containers import ListVariable
 from ember.capture.variables.functions import CellVariable
-from ember.capture.variables.tensor import TensorVariable
-from ember.prims import Graph, Ref, Tracer, TracerTensor, tree_flatten
+from ember.prims import Graph, Ref, Tracer, tree_flatten
 
 # The compiled function itself travels in the arguments dict under this key, so guards and
 # generated code can read its closure cells.
@@ -42,10 +50,64 @@ FUNCTION_KEY = "__ember_function__"
 Compiler = Callable[[Graph, Sequence[Any]], Callable[..., Any]]
 
 
+@dataclass(frozen=True)
+class CaptureOptions:
+    """How to capture: `fullgraph` makes breaks errors; `compile_function` compiles resume
+    functions and callees that broke, with the same backend."""
+
+    fullgraph: bool = False
+    compile_function: CompileCallee | None = None
+
+
 def capture_call(
-    fn: types.FunctionType, arguments: dict[str, Any], compiler: Compiler
+    fn: types.FunctionType,
+    arguments: dict[str, Any],
+    compiler: Compiler,
+    options: CaptureOptions | None = None,
 ) -> CacheEntry:
     """Capture `fn` called with `arguments` (parameter name -> value) into a cache entry."""
+    options = options or CaptureOptions()
+    try:
+        return _capture(fn, arguments, compiler, options, None)
+    except Unsupported as error:
+        if options.fullgraph or options.compile_function is None:
+            raise
+        reason = error
+    if reason.root_pc is not None:
+        try:
+            return _capture(fn, arguments, compiler, options, reason)
+        except Unsupported as error:
+            reason = Unsupported.of("cannot-resume", construct=reason.construct).at(
+                error.location or reason.location
+            )
+    else:
+        reason = Unsupported.of("cannot-resume", construct=reason.construct).at(reason.location)
+    return _eager_entry(fn, reason.as_break())
+
+
+def _eager_entry(fn: types.FunctionType, graph_break: GraphBreak) -> CacheEntry:
+    """The whole function runs eagerly (capture could not resume after a break)."""
+    from ember.capture.compile import call_with_arguments
+
+    _log_break(fn, graph_break)
+
+    def entry(arguments: dict[str, Any]) -> Any:
+        return call_with_arguments(fn, arguments)
+
+    return CacheEntry(build_check([]), entry, None, [graph_break])
+
+
+def _log_break(fn: types.FunctionType, graph_break: GraphBreak) -> None:
+    logs.graph_breaks.info("Graph break in %s: %s", fn.__qualname__, graph_break)
+
+
+def _capture(
+    fn: types.FunctionType,
+    arguments: dict[str, Any],
+    compiler: Compiler,
+    options: CaptureOptions,
+    reason: Unsupported | None,
+) -> CacheEntry:
     started = time.perf_counter()
     tracer = Tracer()
     session = CaptureSession(tracer, fn.__globals__, fn.__qualname__)
@@ -62,16 +124,28 @@ def capture_call(
         for i, cell in enumerate(fn.__closure__ or ())
     ]
     user_arguments = {k: v for k, v in arguments.items() if k != FUNCTION_KEY}
+    rebuild = Reconstructor(session, options.compile_function)
+    continuation: Continuation | None = None
+    output: OutputPlan | None = None
+    breaks: list[GraphBreak] = []
     try:
         with tracer.active():
             frame = Frame(
                 session, fn.__code__, fn.__globals__, {}, closure, root_arguments=user_arguments
             )
+            if reason is not None:
+                frame.break_pc = reason.root_pc
             result = frame.run()
-            outputs: list[TracerTensor] = []
-            plan = _plan(session, result, outputs, {})
+            effects = _effects(session, rebuild)
+            if frame.stopped:
+                assert reason is not None
+                continuation = _continuation(fn, frame, rebuild, options, reason)
+                breaks.append(reason.as_break())
+            else:
+                output = rebuild.plan(result)
     finally:
         torch.set_grad_enabled(grad_mode)
+    outputs = rebuild.outputs
     graph: Graph | None = None
     compiled = None
     if tracer.graph.nodes:
@@ -96,9 +170,19 @@ def capture_call(
                 for g in session.guards
             ),
         )
+    for graph_break in breaks:
+        _log_break(fn, graph_break)
     sources = [entry.source for entry in session.inputs] if compiled is not None else []
-    entry = entry_function(compiled, sources, plan, fn.__globals__, f"__ember_entry_{fn.__name__}")
-    return CacheEntry(check, entry, graph)
+    entry = entry_function(
+        compiled,
+        sources,
+        output,
+        fn.__globals__,
+        f"__ember_entry_{fn.__name__}",
+        effects,
+        continuation,
+    )
+    return CacheEntry(check, entry, graph, breaks)
 
 
 def _graph_name(fn: types.FunctionType) -> str:
@@ -106,46 +190,86 @@ def _graph_name(fn: types.FunctionType) -> str:
     return name if name.isidentifier() else "forward"
 
 
-def _plan(
-    session: CaptureSession, value: Variable, outputs: list[TracerTensor], seen: dict[int, int]
-) -> OutputPlan:
-    """How the entry function rebuilds `value`; tensors made in the graph become outputs."""
-    if isinstance(value, TensorVariable):
-        for graph_input in session.inputs:
-            if graph_input.variable.tensor is value.tensor:
-                return OutputPlan("source", graph_input.source)
-        index = seen.get(id(value.tensor))
-        if index is None:
-            index = seen[id(value.tensor)] = len(outputs)
-            outputs.append(value.tensor)
-        return OutputPlan("graph", index)
-    if isinstance(value, ConstantVariable):
-        return OutputPlan("constant", value.value)
-    if isinstance(value, TupleVariable):
-        children = tuple(_plan(session, item, outputs, seen) for item in value.values)
-        kind = value.tuple_type
-        if kind is tuple:
-            return OutputPlan("tuple", children=children)
-        if hasattr(kind, "_fields"):
-            return OutputPlan("namedtuple", kind, children)
-        return OutputPlan("structseq", kind, children)
-    if isinstance(value, ListVariable):
-        return OutputPlan(
-            "list", children=tuple(_plan(session, v, outputs, seen) for v in value.values)
-        )
-    if isinstance(value, DictVariable):
-        children = tuple(_plan(session, v, outputs, seen) for v in value.entries.values())
-        return OutputPlan("dict", tuple(value.entries), children)
-    if isinstance(value, DataclassVariable):
-        children = tuple(_plan(session, v, outputs, seen) for v in value.fields.values())
-        return OutputPlan("construct", (value.cls, tuple(value.fields)), children)
-    if isinstance(value, SetVariable):
-        members = tuple(OutputPlan("constant", m) for m in value.members)
-        return OutputPlan("structseq", set, members)
-    if value.source is not None:
-        return OutputPlan("source", value.source)
-    raise Unsupported(
-        f"returning {value.describe()} from a compiled function",
-        "return tensors, Python constants, or lists/tuples/dicts of them",
-        session.location,
-    )
+def _effects(session: CaptureSession, rebuild: Reconstructor) -> list[SideEffectPlan]:
+    """The side effects to replay after the graph, in program order."""
+    plans: list[SideEffectPlan] = []
+    for write in session.side_effects.writes:
+        value = rebuild.plan(write.value)
+        if isinstance(write, AttributeWrite):
+            plans.append(SideEffectPlan("attr", value, rebuild.plan(write.owner), write.name))
+        else:
+            plans.append(SideEffectPlan("global", value, write.table, write.name))
+    for container in session.side_effects.mutated_containers():
+        assert container.source is not None
+        target = OutputPlan("source", container.source)
+        if isinstance(container, ListVariable):
+            items = OutputPlan("list", children=tuple(rebuild.plan(v) for v in container.values))
+            plans.append(SideEffectPlan("call", OutputPlan("call", REPLACE_LIST, (target, items))))
+        else:
+            entries = container.entries  # type: ignore[attr-defined]
+            mapping = OutputPlan(
+                "dict", tuple(entries), tuple(rebuild.plan(v) for v in entries.values())
+            )
+            plans.append(
+                SideEffectPlan("call", OutputPlan("call", REPLACE_DICT, (target, mapping)))
+            )
+    return plans
+
+
+def _continuation(
+    fn: types.FunctionType,
+    frame: Frame,
+    rebuild: Reconstructor,
+    options: CaptureOptions,
+    reason: Unsupported,
+) -> Continuation:
+    """How the entry function goes on after the graph, at the instruction that broke."""
+    assert options.compile_function is not None and frame.break_pc is not None
+    step = frame.instructions[frame.break_pc]
+    line = frame.lineno
+    stack = list(frame.stack)
+    if step.name in BRANCHES:
+        used, left = 1, 0
+    else:
+        effect = stack_effect(step, stack)
+        if effect is None:
+            raise Unsupported(f"the instruction {step.name}").at(frame.location())
+        used, left = effect
+    called = callable_index(step, stack)
+
+    def plan(index: int) -> OutputPlan:
+        item = stack[index]
+        return rebuild.callee(item) if index == called else rebuild.plan(item)
+
+    # Planned in the order the entry function rebuilds them (shared values come first).
+    split = len(stack) - used
+    stack_plans = [plan(index) for index in range(split)]
+    # Live locals: wrapped ones, arguments not read yet, and the contents of cells.
+    names: list[str] = []
+    values: list[OutputPlan] = []
+    for name, value in frame.locals.items():
+        names.append(name)
+        values.append(rebuild.plan(value))
+    for name in frame.pending_arguments:
+        names.append(name)
+        values.append(OutputPlan("source", LocalSource(name)))
+    for name in fn.__code__.co_cellvars:
+        contents = frame.cells[name].contents
+        if contents is not None and name not in names:
+            names.append(name)
+            values.append(rebuild.plan(contents))
+    stack_plans += [plan(index) for index in range(split, len(stack))]
+    prefix = [item.kind == "null" for item in stack_plans[:split]]
+    grad_mode = torch.is_grad_enabled()
+    compile_function = options.compile_function
+    if step.name in BRANCHES:
+        at_target = resume_function(fn, step.arg, prefix, names, line)
+        at_next = resume_function(fn, frame.break_pc + 1, prefix, names, line)
+        branch = (BRANCHES[step.name], compile_function(at_target), compile_function(at_next))
+        return Continuation(grad_mode, stack_plans, 1, [], 0, values, branch=branch)
+    code = instructions(step, frame.kw_names, line)
+    resume = None
+    if step.name != "RAISE_VARARGS":
+        resumed = resume_function(fn, frame.break_pc + 1, prefix + [False] * left, names, line)
+        resume = compile_function(resumed)
+    return Continuation(grad_mode, stack_plans, used, code, left, values, resume)

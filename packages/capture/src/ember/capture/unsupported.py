@@ -1,11 +1,16 @@
-"""`Unsupported`: the named error raised when capture meets a construct it cannot model yet.
+"""`Unsupported`: raised when capture meets a construct it cannot model.
 
-Every message names the user's file and line and the construct. The next issue (graph
-breaks) turns most of these into breaks instead of errors.
+Without fullgraph, capture turns it into a graph break (the construct runs in plain Python
+between two graphs); with `fullgraph=True` it reaches the user. Every message names the
+user's file and line, the construct, and what to do; the kind comes from the catalogue in
+breaks.py.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from ember.capture.breaks import CATALOGUE, GraphBreak
 from ember.capture.errors import CaptureError
 from ember.prims import SourceLocation
 
@@ -13,11 +18,27 @@ from ember.prims import SourceLocation
 class Unsupported(CaptureError):
     """Capture cannot model a construct; the message says which, where, and what to do."""
 
-    def __init__(self, construct: str, hint: str = "", location: SourceLocation | None = None):
+    def __init__(
+        self,
+        construct: str,
+        hint: str = "",
+        location: SourceLocation | None = None,
+        kind: str = "unsupported-construct",
+    ):
         self.construct = construct
         self.hint = hint
         self.location = location
+        self.kind = kind
+        # The index of the compiled function's own instruction that was running (set by the
+        # root frame), where a graph break goes.
+        self.root_pc: int | None = None
         super().__init__(self._message())
+
+    @classmethod
+    def of(cls, kind: str, **fields: Any) -> Unsupported:
+        """The error of catalogue entry `kind`, its template filled with `fields`."""
+        entry = CATALOGUE[kind]
+        return cls(entry.template.format(**fields), entry.hint, kind=kind)
 
     def _message(self) -> str:
         where = f"{self.location.short()}: " if self.location is not None else ""
@@ -31,3 +52,8 @@ class Unsupported(CaptureError):
             self.location = location
             self.args = (self._message(),)
         return self
+
+    def as_break(self) -> GraphBreak:
+        """The graph break this error becomes."""
+        hint = self.hint or CATALOGUE[self.kind].hint
+        return GraphBreak(self.kind, self.construct, hint, self.location)

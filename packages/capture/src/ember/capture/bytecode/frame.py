@@ -17,7 +17,7 @@ from bytecode import Bytecode, Instr, Label
 
 from ember.capture.bytecode.registry import handler_for
 from ember.capture.unsupported import Unsupported
-from ember.capture.variables.base import Variable
+from ember.capture.variables.base import NULL, Variable
 from ember.capture.variables.containers import DictVariable, IteratorVariable, TupleVariable
 from ember.capture.variables.functions import CellVariable, FunctionVariable
 from ember.prims import SourceLocation
@@ -87,6 +87,9 @@ class Frame:
         self.lineno = code.co_firstlineno
         self.returned: Variable | None = None
         self.yielded: list[Variable] | None = [] if code.co_flags & _GENERATOR_FLAGS else None
+        # The root frame stops before this instruction: a graph break goes there.
+        self.break_pc: int | None = None
+        self.stopped = False
 
     # ---- running -------------------------------------------------------------------------
 
@@ -97,13 +100,18 @@ class Frame:
         instructions = self.instructions
         while self.returned is None:
             instr = instructions[self.pc]
-            self.pc += 1
             if instr.lineno is not None and instr.lineno != self.lineno:
                 self.lineno = instr.lineno
             self.session.location = self.location()
+            if self.pc == self.break_pc:
+                self.stopped = True
+                return NULL
+            self.pc += 1
             try:
                 handler_for(instr.name)(self, instr)
             except Unsupported as error:
+                if self.parent is None and error.root_pc is None:
+                    error.root_pc = self.pc - 1
                 raise error.at(self.location()) from None
         if self.yielded is not None:
             return IteratorVariable(self.yielded)
@@ -157,6 +165,9 @@ class Frame:
         from ember.capture.guards.source import GlobalSource
         from ember.capture.variables.builder import wrap, wrap_result
 
+        written = self.session.side_effects.load_global(self.globals, name)
+        if written is not None:
+            return written
         if name in self.globals:
             module = "" if self.globals is self.session.globals else self.globals.get("__name__")
             if module is None:

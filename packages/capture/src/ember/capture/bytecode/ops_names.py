@@ -153,6 +153,11 @@ def load_attr_312(frame: Frame, instr: Step) -> None:
     frame.push(owner.getattr(frame, name))
 
 
+@handler("STORE_GLOBAL")
+def store_global(frame: Frame, instr: Step) -> None:
+    frame.session.side_effects.store_global(frame.globals, instr.arg, frame.pop())
+
+
 @handler("STORE_ATTR")
 def store_attr(frame: Frame, instr: Step) -> None:
     owner = frame.pop()

@@ -24,9 +24,9 @@ unsupported(
     ),
     "exception handling paths (an exception raised inside the compiled function)",
 )
-unsupported(("RAISE_VARARGS",), "raising an exception (or a failing assert)")
-unsupported(("LOAD_ASSERTION_ERROR",), "a failing assert")
-unsupported(("IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR"), "import statements")
+unsupported(("RAISE_VARARGS",), "raising an exception (or a failing assert)", kind="raise")
+unsupported(("LOAD_ASSERTION_ERROR",), "a failing assert", kind="raise")
+unsupported(("IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR"), "import statements", kind="import")
 unsupported(("LOAD_BUILD_CLASS",), "defining a class")
 unsupported(("SETUP_ANNOTATIONS",), "annotations at module level")
 unsupported(
@@ -41,7 +41,7 @@ unsupported(
     ),
     "module- or class-level code",
 )
-unsupported(("STORE_GLOBAL", "DELETE_GLOBAL"), "assigning a global variable")
+unsupported(("DELETE_GLOBAL",), "deleting a global variable")
 unsupported(("DELETE_DEREF",), "deleting a closure variable")
 unsupported(("DELETE_ATTR",), "deleting an attribute")
 unsupported(

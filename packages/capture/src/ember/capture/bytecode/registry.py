@@ -24,7 +24,7 @@ SUPPORTED_VERSIONS: tuple[Version, ...] = ((3, 11), (3, 12))
 CURRENT: Version = (sys.version_info.major, sys.version_info.minor)
 
 _HANDLERS: dict[tuple[str, Version], Handler] = {}
-_UNSUPPORTED: dict[tuple[str, Version], str] = {}
+_UNSUPPORTED: dict[tuple[str, Version], tuple[str, str]] = {}
 
 
 def handler(
@@ -48,11 +48,13 @@ def unsupported(
     names: tuple[str, ...] | list[str],
     construct: str,
     versions: tuple[Version, ...] = SUPPORTED_VERSIONS,
+    kind: str = "unsupported-instruction",
 ) -> None:
-    """Declare that `names` are deliberately not modelled: meeting them raises Unsupported."""
+    """Declare that `names` are deliberately not modelled: meeting them raises Unsupported
+    (a graph break) of catalogue entry `kind`."""
     for name in names:
         for version in versions:
-            _UNSUPPORTED[(name, version)] = construct
+            _UNSUPPORTED[(name, version)] = (construct, kind)
 
 
 def handler_for(name: str, version: Version = CURRENT) -> Handler:
@@ -60,10 +62,12 @@ def handler_for(name: str, version: Version = CURRENT) -> Handler:
     found = _HANDLERS.get((name, version))
     if found is not None:
         return found
-    construct = _UNSUPPORTED.get((name, version), f"the bytecode instruction {name}")
+    construct, kind = _UNSUPPORTED.get(
+        (name, version), (f"the bytecode instruction {name}", "unsupported-instruction")
+    )
 
     def refuse(frame: Frame, instr: Any) -> None:
-        raise Unsupported(construct)
+        raise Unsupported.of(kind, construct=construct)
 
     return refuse
 
@@ -80,6 +84,8 @@ def missing_opcodes(version: Version = CURRENT) -> list[str]:
 
 def table(version: Version = CURRENT) -> dict[str, str]:
     """opcode -> handler name or "unsupported: construct", for docs and debugging."""
-    rows = {name: f"unsupported: {why}" for (name, v), why in _UNSUPPORTED.items() if v == version}
+    rows = {
+        name: f"unsupported: {why}" for (name, v), (why, _) in _UNSUPPORTED.items() if v == version
+    }
     rows.update({name: fn.__name__ for (name, v), fn in _HANDLERS.items() if v == version})
     return dict(sorted(rows.items()))

@@ -51,11 +51,7 @@ class Variable:
         raise Unsupported(f"reading attribute {name!r} of {self.describe()}")
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
-        raise Unsupported(
-            f"writing attribute {name!r} of {self.describe()}",
-            "attribute writes are replayed once graph breaks land (issue 5); "
-            "return the value instead",
-        )
+        raise Unsupported(f"writing attribute {name!r} of {self.describe()}")
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported(f"calling {self.describe()}")

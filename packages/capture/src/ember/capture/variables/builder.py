@@ -45,12 +45,19 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
     if is_constant_value(value) and type(value) is not tuple:
         session.guard(GuardKind.CONSTANT, source, value)
         return ConstantVariable(value, source)
+    if type(value) in (list, dict):
+        known = session.by_source.get(source)
+        if known is not None:
+            return known
     if type(value) in (list, tuple) or (isinstance(value, tuple) and hasattr(value, "_fields")):
         session.guard(GuardKind.TYPE, source, type(value))
         session.guard(GuardKind.LENGTH, source, len(value))
         items = [wrap(frame, item, ItemSource(source, i)) for i, item in enumerate(value)]
         if type(value) is list:
-            return ListVariable(items, source)
+            listed = ListVariable(items, source)
+            session.by_source[source] = listed
+            session.side_effects.containers.append(listed)
+            return listed
         return TupleVariable(items, source, type(value))
     if type(value) is dict:
         if not all(is_constant_value(key) for key in value):
@@ -58,7 +65,10 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
         session.guard(GuardKind.TYPE, source, dict)
         session.guard(GuardKind.DICT_KEYS, source, tuple(value.keys()))
         entries = {key: wrap(frame, item, ItemSource(source, key)) for key, item in value.items()}
-        return DictVariable(entries, source)
+        mapping = DictVariable(entries, source)
+        session.by_source[source] = mapping
+        session.side_effects.containers.append(mapping)
+        return mapping
     if isinstance(value, nn.Module):
         session.guard(GuardKind.ID, source, value)
         return ModuleVariable(value, source)

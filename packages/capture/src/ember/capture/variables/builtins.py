@@ -316,7 +316,7 @@ def _filter(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> 
 
 @_builtin(print)
 def _print(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    raise Unsupported("print()", "remove the print or move it outside the compiled function")
+    raise Unsupported.of("print")
 
 
 @_builtin(super)

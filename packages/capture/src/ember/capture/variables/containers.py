@@ -2,7 +2,7 @@
 
 Containers built while capturing are mutable Variables (so aliasing behaves as in Python);
 containers that came from the frame's arguments are guarded by type and length or keys,
-and mutating them is unsupported until side effects are replayed (issue 5).
+and mutating them marks them for replay after the graph runs (side_effects.py).
 """
 
 from __future__ import annotations
@@ -102,12 +102,11 @@ class ListVariable(SequenceVariable):
 
     kind = list
 
+    mutated = False
+
     def check_mutable(self) -> None:
-        if self.source is not None:
-            raise Unsupported(
-                f"mutating the list {self.source.name()} that the compiled function received",
-                "copy it first (list(xs)) or return a new list",
-            )
+        """Note a mutation: a list that came from outside is rewritten after the graph."""
+        self.mutated = True
 
     def setitem(self, frame: Frame, index: Variable, value: Variable) -> None:
         self.check_mutable()
@@ -147,12 +146,11 @@ class DictVariable(Variable):
         self.check_mutable()
         self.entries[index.constant()] = value
 
+    mutated = False
+
     def check_mutable(self) -> None:
-        if self.source is not None:
-            raise Unsupported(
-                f"mutating the dict {self.source.name()} that the compiled function received",
-                "copy it first (dict(d)) or return a new dict",
-            )
+        """Note a mutation: a dict that came from outside is rewritten after the graph."""
+        self.mutated = True
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         method = _METHODS.get((dict, name))

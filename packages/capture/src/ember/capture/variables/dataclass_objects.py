@@ -55,6 +55,12 @@ class DataclassVariable(Variable):
             return self.fields[name]
         raise Unsupported(f"reading {self.cls.__name__}.{name}")
 
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
+        params = getattr(self.cls, "__dataclass_params__", None)
+        if params is not None and params.frozen:
+            raise Unsupported(f"assigning {self.cls.__name__}.{name} of a frozen dataclass")
+        self.fields[name] = value
+
     def present(self) -> list[Variable]:
         """Fields that are not None, in order (what a ModelOutput's items and indexing see)."""
         return [v for v in self.fields.values() if not (v.is_constant() and v.constant() is None)]

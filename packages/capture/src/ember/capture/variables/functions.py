@@ -89,10 +89,7 @@ class FunctionVariable(Variable):
         from ember.capture.variables.builder import wrap_result
 
         if fn.__code__ in DISABLED_CODES:
-            raise Unsupported(
-                f"calling {fn.__qualname__}, which is marked ember.capture.disable",
-                "call it outside the compiled function",
-            )
+            raise Unsupported.of("disabled-function", name=fn.__qualname__)
         closure: list[CellVariable] = []
         for index, cell in enumerate(fn.__closure__ or ()):
             cell_source = None

@@ -67,6 +67,9 @@ class ModuleVariable(Variable):
         from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
 
         module = self.module
+        written = frame.session.side_effects.load_attr(module, name)
+        if written is not None:
+            return written
         if name == "training":
             frame.session.guard(GuardKind.TRAINING, self._child_source(name), module.training)
             return ConstantVariable(module.training)
@@ -98,6 +101,12 @@ class ModuleVariable(Variable):
                 raise Unsupported(f"calling nn.Module.{name} inside a compiled function")
             return BoundMethodVariable(FunctionVariable.of(frame, static, None), self)
         return wrap_result(frame, static)
+
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
+        """Replayed after the graph by setattr (a tensor assigned to a buffer updates it)."""
+        if self.source is None or name == "training":
+            super().setattr(frame, name, value)
+        frame.session.side_effects.store_attr(self, self.module, name, value)
 
     # ---- containers ----------------------------------------------------------------------
 
@@ -179,7 +188,7 @@ def _is_torch_leaf(module: nn.Module) -> bool:
 def _check_no_hooks(module: nn.Module, described: str) -> None:
     hooks = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
     if any(getattr(module, name, None) for name in hooks):
-        raise Unsupported(f"calling {described}, which has hooks registered")
+        raise Unsupported.of("module-hooks", name=described)
     if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
         raise Unsupported("calling a module while global module hooks are registered")
 

@@ -37,6 +37,9 @@ class UserObjectVariable(Variable):
         from ember.capture.variables.builder import wrap, wrap_result
         from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
 
+        written = frame.session.side_effects.load_attr(self.value, name)
+        if written is not None:
+            return written
         instance = getattr(self.value, "__dict__", {})
         if name in instance and self.source is not None:
             return wrap(frame, instance[name], AttrSource(self.source, name))
@@ -56,3 +59,13 @@ class UserObjectVariable(Variable):
         if inspect.isfunction(static):
             return BoundMethodVariable(FunctionVariable.of(frame, static, None), self)
         return wrap_result(frame, static)
+
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
+        """Replayed after the graph; a frozen dataclass refuses, as it would in Python."""
+        params = getattr(type(self.value), "__dataclass_params__", None)
+        if self.source is None or (params is not None and params.frozen):
+            super().setattr(frame, name, value)
+        frame.session.side_effects.store_attr(self, self.value, name, value)
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        raise Unsupported.of("opaque-call", name=self.describe())

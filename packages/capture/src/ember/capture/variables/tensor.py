@@ -60,7 +60,7 @@ class TensorVariable(Variable):
         from ember.capture.variables.torch import TorchFunctionVariable, call_traced
 
         if name in _DATA_DEPENDENT:
-            raise Unsupported(_DATA_DEPENDENT[name], _DATA_HINT)
+            raise Unsupported.of("tensor-to-python", what=_DATA_DEPENDENT[name])
         if name in _UNSUPPORTED_ATTRIBUTES:
             raise Unsupported(f"reading tensor.{name}")
         attribute = call_traced(frame, lambda: getattr(self.tensor, name))
@@ -77,10 +77,4 @@ class TensorVariable(Variable):
         return [wrap_result(frame, t) for t in call_traced(frame, lambda: self.tensor.unbind(0))]
 
     def truth(self, frame: Frame) -> bool:
-        raise Unsupported("control flow that depends on a tensor's value", _DATA_HINT)
-
-
-_DATA_HINT = (
-    "branch on Python values or tensor metadata (shape, dtype) instead, or use torch.where; "
-    "graph breaks for this arrive in the next ember release"
-)
+        raise Unsupported.of("tensor-branch")

@@ -123,7 +123,7 @@ class TorchFunctionVariable(Variable):
 
         short = getattr(self.fn, "__name__", "")
         if short in _GLOBAL_STATE:
-            raise Unsupported(f"{_GLOBAL_STATE[short]} (torch.{short}) inside a compiled function")
+            raise Unsupported.of("global-state", what=_GLOBAL_STATE[short], name=short)
         if self.fn is torch.is_grad_enabled:
             return ConstantVariable(torch.is_grad_enabled())
         real_args = [arg.realize() for arg in args]

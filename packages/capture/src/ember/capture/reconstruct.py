@@ -1,0 +1,264 @@
+"""Rebuilding Variables as real Python values in generated code: each Variable becomes an
+`OutputPlan` (graph output, source read, constant, container, or a call), which codegen.py
+turns into instructions. Used for the function's return value, for the stack and locals
+carried into a resume function, and for the values that side effects write.
+
+Mutable values are rebuilt once and shared through a temporary, so aliasing survives.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ember.capture.codegen import OutputPlan
+from ember.capture.unsupported import Unsupported
+from ember.capture.variables.base import NullVariable, Variable
+from ember.capture.variables.builtins import BuiltinVariable
+from ember.capture.variables.constant import ConstantVariable
+from ember.capture.variables.containers import (
+    ContainerMethodVariable,
+    DictVariable,
+    IteratorVariable,
+    ListVariable,
+    SetVariable,
+    TupleVariable,
+)
+from ember.capture.variables.dataclass_objects import DataclassVariable
+from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
+from ember.capture.variables.modules import ModuleVariable
+from ember.capture.variables.tensor import TensorVariable
+from ember.capture.variables.torch import (
+    GradModeClassVariable,
+    PythonModuleVariable,
+    TorchFunctionVariable,
+)
+from ember.prims import TracerTensor
+
+if TYPE_CHECKING:
+    from ember.capture.session import CaptureSession
+
+# Compiles a user function on its own (a callee whose body broke the graph).
+CompileCallee = Callable[[types.FunctionType], Callable[..., Any]]
+
+
+def _iterator(values: list[Any]) -> Any:
+    return iter(values)
+
+
+def _method(function: Any, receiver: Any) -> Any:
+    return types.MethodType(function, receiver)
+
+
+def _replace_list(target: list[Any], values: list[Any]) -> None:
+    target[:] = values
+
+
+def _replace_dict(target: dict[Any, Any], values: dict[Any, Any]) -> None:
+    target.clear()
+    target.update(values)
+
+
+REPLACE_LIST = _replace_list
+REPLACE_DICT = _replace_dict
+
+
+class Reconstructor:
+    """Plans for the Variables of one capture; tensors made in the graph become outputs."""
+
+    def __init__(self, session: CaptureSession, compile_callee: CompileCallee | None) -> None:
+        self.session = session
+        self.outputs: list[TracerTensor] = []
+        self.compile_callee = compile_callee
+        self._output_index: dict[int, int] = {}
+        self._shared: dict[int, str] = {}
+
+    def plan(self, value: Variable) -> OutputPlan:
+        """How generated code rebuilds `value`."""
+        if isinstance(value, TensorVariable):
+            return self._tensor(value)
+        if isinstance(value, ConstantVariable):
+            return OutputPlan("constant", value.value)
+        if isinstance(value, NullVariable):
+            return OutputPlan("null")
+        mutable = isinstance(value, (ListVariable, DictVariable, SetVariable, DataclassVariable))
+        if mutable and value.source is None:
+            name = self._shared.get(id(value))
+            if name is not None:
+                return OutputPlan("temp", name)
+            name = self._shared[id(value)] = f"__ember_shared{len(self._shared)}"
+            return OutputPlan("store", name, (self._build(value),))
+        return self._build(value)
+
+    def callee(self, value: Variable) -> OutputPlan:
+        """A callable the generated code calls where the graph broke inside it: user
+        functions, methods and modules are compiled on their own."""
+        fn: Any = None
+        receiver: Variable | None = None
+        if isinstance(value, FunctionVariable):
+            fn = value.fn
+        elif isinstance(value, BoundMethodVariable) and isinstance(
+            value.function, FunctionVariable
+        ):
+            fn, receiver = value.function.fn, value.receiver
+        elif isinstance(value, ModuleVariable) and value.source is not None:
+            forward = type(value.module).forward
+            if isinstance(forward, types.FunctionType) and not _is_torch_module(value):
+                fn, receiver = forward, value
+        if not _compilable(fn) or self.compile_callee is None:
+            return self.plan(value)
+        compiled = OutputPlan("constant", self.compile_callee(fn))
+        if receiver is None:
+            return compiled
+        return OutputPlan("call", _method, (compiled, self.plan(receiver)))
+
+    def _tensor(self, value: TensorVariable) -> OutputPlan:
+        for graph_input in self.session.inputs:
+            if graph_input.variable.tensor is value.tensor:
+                return OutputPlan("source", graph_input.source)
+        index = self._output_index.get(id(value.tensor))
+        if index is None:
+            index = self._output_index[id(value.tensor)] = len(self.outputs)
+            self.outputs.append(value.tensor)
+        return OutputPlan("graph", index)
+
+    def _build(self, value: Variable) -> OutputPlan:
+        builder = _BUILDERS.get(type(value))
+        if builder is not None:
+            return builder(self, value)
+        if value.source is not None:
+            return OutputPlan("source", value.source)
+        raise Unsupported(
+            f"returning or keeping {value.describe()} across a graph break",
+            "return tensors, Python constants, or lists/tuples/dicts of them",
+            self.session.location,
+        )
+
+
+def _is_torch_module(value: ModuleVariable) -> bool:
+    return type(value.module).__module__.startswith("torch.nn.")
+
+
+def _compilable(fn: Any) -> bool:
+    import inspect
+
+    from ember.capture.variables.functions import DISABLED_CODES
+
+    if not isinstance(fn, types.FunctionType) or fn.__code__ in DISABLED_CODES:
+        return False
+    flags = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+    return not fn.__code__.co_flags & flags
+
+
+Builder = Callable[[Reconstructor, Any], OutputPlan]
+
+
+def _tuple(r: Reconstructor, value: TupleVariable) -> OutputPlan:
+    if value.source is not None and all(
+        not isinstance(item, TensorVariable) or item.source is not None for item in value.values
+    ):
+        return OutputPlan("source", value.source)
+    children = tuple(r.plan(item) for item in value.values)
+    kind = value.tuple_type
+    if kind is tuple:
+        return OutputPlan("tuple", children=children)
+    if hasattr(kind, "_fields"):
+        return OutputPlan("namedtuple", kind, children)
+    return OutputPlan("structseq", kind, children)
+
+
+def _list(r: Reconstructor, value: ListVariable) -> OutputPlan:
+    if value.source is not None:
+        return OutputPlan("source", value.source)
+    return OutputPlan("list", children=tuple(r.plan(item) for item in value.values))
+
+
+def _dict(r: Reconstructor, value: DictVariable) -> OutputPlan:
+    if value.source is not None:
+        return OutputPlan("source", value.source)
+    children = tuple(r.plan(item) for item in value.entries.values())
+    return OutputPlan("dict", tuple(value.entries), children)
+
+
+def _set(r: Reconstructor, value: SetVariable) -> OutputPlan:
+    members = tuple(OutputPlan("constant", m) for m in value.members)
+    return OutputPlan("structseq", set, members)
+
+
+def _dataclass(r: Reconstructor, value: DataclassVariable) -> OutputPlan:
+    children = tuple(r.plan(v) for v in value.fields.values())
+    return OutputPlan("construct", (value.cls, tuple(value.fields)), children)
+
+
+def _iterator_plan(r: Reconstructor, value: IteratorVariable) -> OutputPlan:
+    rest = value.values[value.position :]
+    listed = OutputPlan("list", children=tuple(r.plan(item) for item in rest))
+    return OutputPlan("call", _iterator, (listed,))
+
+
+def _function(r: Reconstructor, value: FunctionVariable) -> OutputPlan:
+    if value.source is not None:
+        return OutputPlan("source", value.source)
+    if value.fn is not None:
+        return OutputPlan("constant", value.fn)
+    if value.closure or value.kwdefaults:
+        raise Unsupported(
+            f"keeping {value.describe()}, made inside the function, across a graph break",
+            "define it at module level",
+        )
+    defaults = OutputPlan("tuple", children=tuple(r.plan(d) for d in value.defaults))
+    parts = (
+        OutputPlan("constant", value.code),
+        OutputPlan("constant", value.globals),
+        OutputPlan("constant", value.name.rsplit(".", 1)[-1]),
+        defaults,
+    )
+    return OutputPlan("call", types.FunctionType, parts)
+
+
+def _bound_method(r: Reconstructor, value: BoundMethodVariable) -> OutputPlan:
+    if value.source is not None:
+        return OutputPlan("source", value.source)
+    return OutputPlan("call", _method, (r.plan(value.function), r.plan(value.receiver)))
+
+
+def _container_method(r: Reconstructor, value: ContainerMethodVariable) -> OutputPlan:
+    parts = (r.plan(value.owner), OutputPlan("constant", value.name))
+    return OutputPlan("call", getattr, parts)
+
+
+def _real(attribute: str) -> Builder:
+    def build(r: Reconstructor, value: Any) -> OutputPlan:
+        return OutputPlan("constant", getattr(value, attribute))
+
+    return build
+
+
+def _module(r: Reconstructor, value: Variable) -> OutputPlan:
+    if value.source is None:
+        raise Unsupported(f"keeping {value.describe()} across a graph break")
+    return OutputPlan("source", value.source)
+
+
+_BUILDERS: dict[type, Builder] = {
+    TupleVariable: _tuple,
+    ListVariable: _list,
+    DictVariable: _dict,
+    SetVariable: _set,
+    DataclassVariable: _dataclass,
+    IteratorVariable: _iterator_plan,
+    FunctionVariable: _function,
+    BoundMethodVariable: _bound_method,
+    ContainerMethodVariable: _container_method,
+    BuiltinVariable: _real("fn"),
+    TorchFunctionVariable: _real("fn"),
+    GradModeClassVariable: _real("kind"),
+    PythonModuleVariable: _real("module"),
+    ModuleVariable: _module,
+}
+
+
+def register_builder(kind: type, builder: Builder) -> None:
+    """Teach reconstruction a Variable class defined elsewhere (context managers, ...)."""
+    _BUILDERS[kind] = builder
