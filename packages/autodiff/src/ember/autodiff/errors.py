@@ -13,3 +13,15 @@ class AutodiffError(Exception):
 
 class AliasAnalysisError(AutodiffError):
     """A Graph cannot be analyzed for aliasing (a malformed reference, an unknown op)."""
+
+
+class FunctionalizationError(AutodiffError):
+    """A Graph cannot be made pure: a write ember-autodiff cannot express without mutation."""
+
+
+class PartitionError(AutodiffError):
+    """A joint Graph cannot be split into forward and backward Graphs."""
+
+
+class DoubleBackwardError(AutodiffError):
+    """Backward through the backward of an ember-compiled graph, which is not supported."""

@@ -1,0 +1,172 @@
+"""`aot(graph, example_inputs, fw_compiler, bw_compiler)`: ahead-of-time autograd for a backend,
+and `aot_eager`, the backend that runs both halves with the ember-prims interpreter.
+
+The pipeline, one named pass each: functionalize -> joint -> decompose -> partition ->
+compile forward / compile backward. The joint trace runs when a call needs gradients (for
+the pattern of inputs that require grad); a call without them runs the pure Graph.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from ember.autodiff.errors import AutodiffError
+from ember.autodiff.functionalize import FunctionalGraph, functionalize
+from ember.autodiff.joint import trace_joint
+from ember.autodiff.partition import PARTITIONERS, Partition, partition
+from ember.autodiff.runtime import CompiledFunction, TrainingStep
+from ember.prims import Graph, InputKind, Interpreter, TensorSpec
+from ember.prims.config import PrimsConfig, load
+from ember.prims.logs import topic_logger
+
+# A compiler of one half: (graph, example_inputs) -> a callable taking the graph's inputs.
+Compiler = Callable[[Graph, Sequence[Any]], Callable[..., Any]]
+
+logger = logging.getLogger("ember.autodiff")
+graphs_log = topic_logger("graphs")
+
+
+def aot(
+    graph: Graph,
+    example_inputs: Sequence[Any],
+    fw_compiler: Compiler,
+    bw_compiler: Compiler,
+    decompositions: Mapping[str, Callable[..., Any]] | None = None,
+    partitioner: str = "min_cut",
+) -> Callable[..., Any]:
+    """Compile `graph` for training: a callable with the calling convention of a backend's
+    result (`compiled(*inputs)`, inputs as `ember.prims.run(graph, ...)` takes them).
+
+    `fw_compiler` gets the forward Graph `(primals...) -> (outputs..., saved...)` (or, for
+    calls that need no gradient, the pure Graph `(primals...) -> (outputs...)`) with real
+    example primals; `bw_compiler` gets the backward Graph `(saved..., tangents...) ->
+    (gradient per primal...)` with zero-filled example tensors of its input specs. Primals
+    are the Graph's non-constant inputs in order (user inputs, then parameters and buffers).
+    `decompositions` (an ember-prims table) is applied to the joint Graph before partitioning;
+    `partitioner` is "min_cut" (recompute cheap ops) or "naive" (save what backward reads).
+    """
+    if partitioner not in PARTITIONERS:
+        raise AutodiffError(
+            f"unknown partitioner {partitioner!r}; choose one of {', '.join(PARTITIONERS)}"
+        )
+    config = load(PrimsConfig)
+    live_state = dict(graph.constants)  # parameters stay the live tensors, not copies
+    graph = _boundary(graph, config)
+    functional = functionalize(graph)
+    _check(functional.graph, config)
+    examples = _example_primals(functional, example_inputs, live_state)
+    mutated = {functional.signature.inputs[i].value.name for i, _ in functional.signature.mutations}
+
+    def inference() -> Callable[..., Any]:
+        pure = functional.graph
+        if decompositions:
+            from ember.prims.decompositions import decompose
+
+            pure = decompose(pure, decompositions)
+        _log("functionalize", pure)
+        return fw_compiler(_boundary(pure, config), examples)
+
+    def training(requires_grad: tuple[bool, ...]) -> TrainingStep:
+        joint = trace_joint(graph, requires_grad, decompositions)
+        _check(joint.graph, config)
+        _log("joint", joint.graph)
+        parts = partition(joint, partitioner)
+        _log("partition (forward)", parts.forward)
+        _log("partition (backward)", parts.backward)
+        logger.debug(
+            "%s: the forward saves %d values (%d bytes) for the backward",
+            graph.name,
+            len(parts.saved),
+            parts.saved_bytes,
+        )
+        forward = fw_compiler(_boundary(parts.forward, config), examples)
+        backward = bw_compiler(_boundary(parts.backward, config), _zeros_for(parts.backward))
+        clone = tuple(i for i, name in enumerate(parts.saved) if name in mutated)
+        return TrainingStep(
+            forward, backward, parts.num_forward_outputs, joint.differentiable, clone
+        )
+
+    compiled = CompiledFunction(functional.signature, live_state, inference, training)
+    flags = tuple(isinstance(t, torch.Tensor) and t.requires_grad for t in examples)
+    if torch.is_grad_enabled() and any(flags):
+        compiled._training[flags] = training(flags)
+    else:
+        compiled._inference = inference()
+    return compiled
+
+
+def aot_eager(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """The `aot_eager` backend: `aot` with both halves run by the ember-prims interpreter."""
+    return aot(graph, example_inputs, fw_compiler=_interpret, bw_compiler=_interpret)
+
+
+def joint_and_partition(
+    graph: Graph,
+    requires_grad: Sequence[bool],
+    partitioner: str = "min_cut",
+    decompositions: Mapping[str, Callable[..., Any]] | None = None,
+) -> Partition:
+    """The partition `aot` would compile for `graph` with these inputs requiring grad."""
+    return partition(trace_joint(graph, requires_grad, decompositions), partitioner)
+
+
+def _interpret(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    del example_inputs  # the interpreter needs no specialization
+    return Interpreter(graph)
+
+
+def _example_primals(
+    functional: FunctionalGraph, example_inputs: Sequence[Any], state: Mapping[str, torch.Tensor]
+) -> list[Any]:
+    from ember.prims import Ref, tree_flatten
+
+    signature = functional.signature
+    leaves, _ = tree_flatten(tuple(example_inputs))
+    by_name = {
+        leaf.name: value
+        for leaf, value in zip(signature.input_leaves, leaves)
+        if isinstance(leaf, Ref)
+    }
+    examples: list[Any] = []
+    for graph_input in signature.inputs:
+        if graph_input.kind is InputKind.USER:
+            examples.append(by_name[graph_input.value.name])
+        else:
+            examples.append(state[graph_input.target or graph_input.value.name])
+    return examples
+
+
+def _zeros_for(graph: Graph) -> list[torch.Tensor]:
+    """Zero-filled tensors of the specs of `graph`'s user inputs (backward example inputs)."""
+    tensors: list[torch.Tensor] = []
+    for graph_input in graph.user_inputs():
+        spec = graph_input.value.spec
+        assert isinstance(spec, TensorSpec)
+        shape = [int(s) for s in spec.shape]
+        strides = [int(s) for s in spec.strides]
+        tensor = torch.empty_strided(shape, strides, dtype=spec.dtype, device=spec.device)
+        tensors.append(tensor.zero_())
+    return tensors
+
+
+def _boundary(graph: Graph, config: PrimsConfig) -> Graph:
+    """`graph` itself, or its serialized round trip under EMBER_SERIALIZE_BOUNDARIES=1."""
+    if not config.serialize_boundaries:
+        return graph
+    from ember.prims.serialize import dumps, loads
+
+    return loads(dumps(graph))
+
+
+def _check(graph: Graph, config: PrimsConfig) -> None:
+    if config.verify_passes:
+        graph.verify()
+
+
+def _log(stage: str, graph: Graph) -> None:
+    if graphs_log.isEnabledFor(logging.INFO):
+        graphs_log.info("%s:\n%s", stage, graph)

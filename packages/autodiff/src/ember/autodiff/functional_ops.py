@@ -1,0 +1,124 @@
+"""The pure operator that stands in for each in-place or `out=` operator.
+
+`functional_variant(target)` names the pure twin of a writing op: `add_.Tensor` -> `add.Tensor`,
+`add.out` -> the overload of `add` that takes the same arguments minus `out`, and the entries of
+`FUNCTIONAL_VARIANTS` where the names do not line up. `FUNCTIONAL_RULES` holds the ops that
+need more than a twin (the batch-norm family, whose running-stat writes the schema hides).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import torch
+
+from ember.prims import parse_op_name, resolve_op
+from ember.prims.ops import op_schema
+
+aten = torch.ops.aten
+
+# Writing ops whose pure twin is not found by name: qualified name -> qualified name.
+FUNCTIONAL_VARIANTS: dict[str, str] = {
+    "aten::bernoulli_.float": "aten::bernoulli.p",
+    "aten::normal_.default": "aten::normal_functional.default",
+}
+
+
+@cache
+def functional_variant(target: str) -> str | None:
+    """The qualified name of the pure op computing what `target` writes, or None."""
+    known = FUNCTIONAL_VARIANTS.get(target)
+    if known is not None:
+        return known
+    parsed = parse_op_name(target)
+    schema = op_schema(target)
+    if schema is None:
+        return None
+    if parsed.name.endswith("_") and not parsed.name.endswith("__"):
+        candidate = f"{parsed.namespace}::{parsed.name[:-1]}.{parsed.overload}"
+        if _signature(candidate) == _signature(target):
+            return candidate
+        return None
+    # An out= op: the overload of the same name whose arguments are ours minus the outs.
+    inputs = tuple(
+        (a.name, str(a.type))
+        for a in schema.arguments
+        if a.alias_info is None or not a.alias_info.is_write
+    )
+    packet = getattr(getattr(torch.ops, parsed.namespace), parsed.name, None)
+    if packet is None:
+        return None
+    for overload in packet.overloads():
+        candidate = f"{parsed.namespace}::{parsed.name}.{overload}"
+        if candidate != target and _signature(candidate) == inputs:
+            return candidate
+    return None
+
+
+def _signature(target: str) -> tuple[tuple[str, str], ...] | None:
+    try:
+        schema = op_schema(target)
+    except (KeyError, ValueError):
+        return None
+    if schema is None:
+        return None
+    return tuple((a.name, str(a.type)) for a in schema.arguments)
+
+
+# ---- rules: (bound args, bound kwargs) -> (results aligned with the node's outputs,
+#      {position of a written argument: its new value})
+
+FunctionalRule = Callable[[list[Any], dict[str, Any]], tuple[tuple[Any, ...], dict[int, Any]]]
+
+
+def _batch_norm_args(args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+    names = (
+        "input",
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "training",
+        "momentum",
+        "eps",
+    )
+    bound = list(args) + [kwargs[name] for name in names[len(args) :]]
+    return bound
+
+
+def _batch_norm(target: str, outputs: int) -> FunctionalRule:
+    """native_batch_norm and friends in training mode update running_mean/running_var: compute
+    the new statistics with `_native_batch_norm_legit_functional` instead."""
+
+    def rule(args: list[Any], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[int, Any]]:
+        input, weight, bias, mean, var, training, momentum, eps = _batch_norm_args(args, kwargs)
+        if mean is None or var is None or not training:
+            return tuple(call(target, args, kwargs)), {}  # nothing written: run it as it is
+        out, save_mean, save_rstd, new_mean, new_var = (
+            aten._native_batch_norm_legit_functional.default(
+                input, weight, bias, mean, var, training, momentum, eps
+            )
+        )
+        results: tuple[Any, ...] = (out, save_mean, save_rstd)
+        if outputs == 4:  # cudnn's reserve space, which only its own backward reads
+            results += (aten.empty.memory_format([0], dtype=torch.uint8, device=input.device),)
+        return results, {3: new_mean, 4: new_var}
+
+    return rule
+
+
+FUNCTIONAL_RULES: dict[str, FunctionalRule] = {
+    "aten::native_batch_norm.default": _batch_norm("aten::native_batch_norm.default", 3),
+    "aten::_native_batch_norm_legit.default": _batch_norm(
+        "aten::_native_batch_norm_legit.default", 3
+    ),
+    "aten::cudnn_batch_norm.default": _batch_norm("aten::cudnn_batch_norm.default", 4),
+    "aten::miopen_batch_norm.default": _batch_norm("aten::miopen_batch_norm.default", 3),
+}
+
+
+def call(target: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Run the op named `target`."""
+    return resolve_op(target)(*args, **kwargs)

@@ -1,0 +1,143 @@
+"""The joint trace: one Graph computing the forward outputs and the gradients of the inputs.
+
+The functionalizing replay runs the Graph on tracing tensors that require grad, under the real
+autograd engine; then `torch.autograd.grad` runs the backward formulas, which the same tracer
+records. The joint Graph takes `((primals...), (tangents...))` and returns
+`((forward outputs...), (gradients...))`, a gradient per primal (None where there is none).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ember.autodiff.dead_code import eliminate_dead_code
+from ember.autodiff.functionalize import Signature, functional_trace
+from ember.autodiff.replay import placeholder
+from ember.prims import (
+    Graph,
+    GraphInput,
+    Ref,
+    SourceLocation,
+    TensorSpec,
+    Tracer,
+    TracerTensor,
+    Value,
+    tree_flatten,
+)
+
+
+@dataclass
+class JointGraph:
+    """A joint forward/backward Graph and what its inputs and outputs are."""
+
+    graph: Graph
+    signature: Signature
+    requires_grad: tuple[bool, ...]  # per primal: autograd differentiates it
+    differentiable: tuple[bool, ...]  # per forward output: it has a tangent input
+
+    @property
+    def num_primals(self) -> int:
+        return len(self.requires_grad)
+
+    @property
+    def num_forward_outputs(self) -> int:
+        return len(self.differentiable)
+
+
+def trace_joint(
+    graph: Graph,
+    requires_grad: Sequence[bool],
+    decompositions: Mapping[str, Callable[..., Any]] | None = None,
+) -> JointGraph:
+    """The joint forward/backward Graph of `graph`, differentiating the flat inputs flagged in
+    `requires_grad` (one flag per non-constant input); decomposed with `decompositions`."""
+    started = time.perf_counter()
+    tracer = Tracer()
+    with torch.enable_grad():
+        replay, primals, outputs, signature = functional_trace(
+            graph, tracer, differentiable=True, requires_grad=requires_grad
+        )
+        differentiable = tuple(
+            isinstance(out, torch.Tensor) and out.requires_grad for out in outputs
+        )
+        tangents = [
+            _tangent(tracer, out, index)
+            for index, (out, diff) in enumerate(zip(outputs, differentiable))
+            if diff
+        ]
+        wanted = [p for p in primals if p.requires_grad]
+        grads_of: dict[str, Any] = {}
+        if tangents and wanted:
+            marks: list[tuple[int, SourceLocation | None]] = []
+            handles = [
+                grad_fn.register_prehook(_marker(marks, tracer, source))
+                for grad_fn, source in replay.grad_sources.items()
+            ]
+            start = len(tracer.graph.nodes)
+            try:
+                with tracer.active():
+                    grads = torch.autograd.grad(
+                        [o for o, d in zip(outputs, differentiable) if d],
+                        wanted,
+                        tangents,
+                        allow_unused=True,
+                    )
+            finally:
+                for handle in handles:
+                    handle.remove()
+            _label_backward(tracer.graph, start, marks)
+            grads_of = {p.value_name: g for p, g in zip(wanted, grads)}
+        gradients = [grads_of.get(p.value_name) for p in primals]
+    leaves = [Ref(p.value_name) for p in primals] + [Ref(t.value_name) for t in tangents]
+    spec = tree_flatten((tuple(primals), tuple(tangents)))[1]
+    tracer.set_inputs_signature(spec, leaves)
+    joint = tracer.finish((tuple(outputs), tuple(gradients)))
+    joint.name = f"{graph.name}_joint"
+    eliminate_dead_code(joint)
+    if decompositions:
+        from ember.prims.decompositions import decompose
+
+        joint = eliminate_dead_code(decompose(joint, decompositions))
+    joint.meta = {"pass": "joint", "time_ms": f"{(time.perf_counter() - started) * 1e3:.1f}"}
+    flags = tuple(p.requires_grad for p in primals)
+    return JointGraph(joint, signature, flags, differentiable)
+
+
+def _tangent(tracer: Tracer, output: Any, index: int) -> TracerTensor:
+    """A tangent input for forward output `index`: contiguous, like autograd hands it."""
+    shape = tuple(int(s) for s in output.shape)
+    strides: list[int] = []
+    running = 1
+    for size in reversed(shape):
+        strides.append(running)
+        running *= max(size, 1)
+    spec = TensorSpec(output.dtype, shape, tuple(reversed(strides)), output.device)
+    return placeholder(tracer, GraphInput(Value(f"tangent_{index}", spec)))
+
+
+def _marker(
+    marks: list[tuple[int, SourceLocation | None]], tracer: Tracer, source: SourceLocation | None
+) -> Callable[..., None]:
+    def hook(grad_outputs: Any) -> None:
+        marks.append((len(tracer.graph.nodes), source))
+
+    return hook
+
+
+def _label_backward(
+    graph: Graph, start: int, marks: list[tuple[int, SourceLocation | None]]
+) -> None:
+    """Give each backward node the user line of the forward op whose formula recorded it."""
+    current: SourceLocation | None = None
+    pending = sorted(marks, key=lambda mark: mark[0])
+    position = 0
+    for index in range(start, len(graph.nodes)):
+        while position < len(pending) and pending[position][0] <= index:
+            current = pending[position][1]
+            position += 1
+        graph.nodes[index].source = current

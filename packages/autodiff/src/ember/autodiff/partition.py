@@ -1,0 +1,327 @@
+"""Partitioning a joint Graph into a forward Graph and a backward Graph.
+
+The forward computes the outputs and the values the backward needs ("saved"); the backward
+takes the saved values and the tangents and returns the gradients. `naive` saves every forward
+value the backward reads; `min_cut` chooses the cheapest set of values to save (in bytes)
+such that everything else the backward needs can be recomputed from them with cheap ops.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ember.autodiff.dead_code import references
+from ember.autodiff.errors import PartitionError
+from ember.autodiff.joint import JointGraph
+from ember.autodiff.mincut import FlowNetwork
+from ember.prims import (
+    Graph,
+    GraphInput,
+    InputKind,
+    Node,
+    Ref,
+    TensorSpec,
+    Value,
+    resolve_op,
+    tree_flatten,
+)
+from ember.prims.ops import op_schema
+
+PARTITIONERS = ("min_cut", "naive")
+
+# Ops cheap enough to compute again in the backward instead of saving their results, beyond
+# pointwise ops and views (which are recognized by their tags and schemas).
+RECOMPUTABLE_OPS: frozenset[str] = frozenset(
+    {
+        "aten::_to_copy.default",
+        "aten::clone.default",
+        "aten::zeros_like.default",
+        "aten::ones_like.default",
+        "aten::full_like.default",
+        "aten::full.default",
+        "aten::zeros.default",
+        "aten::ones.default",
+        "aten::scalar_tensor.default",
+        "aten::arange.start_step",
+        "aten::expand.default",
+        "aten::where.self",
+    }
+)
+# Prim families that are as cheap as pointwise ops.
+RECOMPUTABLE_PRIM_FAMILIES: frozenset[str] = frozenset({"elementwise", "views"})
+
+
+@dataclass
+class Partition:
+    """A forward Graph `(primals...) -> (outputs..., saved...)` and a backward Graph
+    `(saved..., tangents...) -> (gradient per primal...)`."""
+
+    forward: Graph
+    backward: Graph
+    saved: tuple[str, ...]  # the saved values, by their joint-Graph names
+    saved_bytes: int
+    num_forward_outputs: int
+
+
+def partition(joint: JointGraph, partitioner: str = "min_cut") -> Partition:
+    """Split `joint` with the named partitioner (`min_cut` or `naive`)."""
+    started = time.perf_counter()
+    graph = joint.graph
+    layout = _Layout(joint)
+    if partitioner == "min_cut":
+        saved = _min_cut_saved(layout)
+    elif partitioner == "naive":
+        saved = _naive_saved(layout)
+    else:
+        raise PartitionError(
+            f"unknown partitioner {partitioner!r}; choose one of {', '.join(PARTITIONERS)}"
+        )
+    forward = _forward_graph(layout, saved)
+    backward = _backward_graph(layout, saved)
+    elapsed = f"{(time.perf_counter() - started) * 1e3:.1f}"
+    forward.meta = {"pass": f"partition.{partitioner}", "time_ms": elapsed}
+    backward.meta = {"pass": f"partition.{partitioner}", "time_ms": elapsed}
+    forward.name = graph.name.removesuffix("_joint") + "_forward"
+    backward.name = graph.name.removesuffix("_joint") + "_backward"
+    size = sum(_bytes(layout.values[name]) for name in saved)
+    return Partition(forward, backward, tuple(saved), size, joint.num_forward_outputs)
+
+
+class _Layout:
+    """The joint Graph's parts: primals, tangents, outputs, producers, tangent dependence."""
+
+    def __init__(self, joint: JointGraph) -> None:
+        graph = joint.graph
+        self.graph = graph
+        self.values = graph.values()
+        leaves = [leaf.name for leaf in graph.input_leaves]
+        self.primals = leaves[: joint.num_primals]
+        self.tangents = leaves[joint.num_primals :]
+        self.constants = {gi.value.name for gi in graph.inputs if gi.kind is InputKind.CONSTANT}
+        outputs = graph.output_leaves
+        self.forward_outputs: list[Any] = list(outputs[: joint.num_forward_outputs])
+        self.gradients: list[Any] = list(outputs[joint.num_forward_outputs :])
+        self.producer: dict[str, int] = {}
+        for index, node in enumerate(graph.nodes):
+            for value in node.output_values():
+                self.producer[value.name] = index
+        self.tangent_dependent: set[str] = set(self.tangents)
+        for node in graph.nodes:
+            if any(ref.name in self.tangent_dependent for ref in references(node)):
+                self.tangent_dependent.update(v.name for v in node.output_values())
+        self.order = {name: i for i, name in enumerate(self.values)}
+
+    def ancestors(self, roots: Iterable[str], stop: set[str]) -> set[str]:
+        """Every value `roots` depend on, not looking past `stop` (which are included)."""
+        seen: set[str] = set()
+        pending = list(roots)
+        while pending:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in stop or name not in self.producer:
+                continue
+            node = self.graph.nodes[self.producer[name]]
+            pending.extend(ref.name for ref in references(node))
+        return seen
+
+    def forward_refs(self) -> list[str]:
+        return [leaf.name for leaf in self.forward_outputs if isinstance(leaf, Ref)]
+
+    def gradient_refs(self) -> list[str]:
+        return [leaf.name for leaf in self.gradients if isinstance(leaf, Ref)]
+
+    def backward_reads(self) -> set[str]:
+        """Tangent-independent values that backward (tangent-dependent) nodes read, plus the
+        tangent-independent gradients themselves."""
+        reads: set[str] = set()
+        for node in self.graph.nodes:
+            outputs = [v.name for v in node.output_values()]
+            if not any(name in self.tangent_dependent for name in outputs):
+                continue
+            reads.update(
+                ref.name for ref in references(node) if ref.name not in self.tangent_dependent
+            )
+        reads.update(name for name in self.gradient_refs() if name not in self.tangent_dependent)
+        return reads - self.constants
+
+
+def _naive_saved(layout: _Layout) -> list[str]:
+    """Save every value the forward computes (or takes) that the backward reads."""
+    forward = layout.ancestors(layout.forward_refs(), set()) | set(layout.primals)
+    needed = layout.ancestors(
+        layout.gradient_refs(), forward | set(layout.tangents) | layout.constants
+    )
+    saved = {name for name in needed if name in forward} - layout.constants
+    return sorted(saved, key=layout.order.__getitem__)
+
+
+def _min_cut_saved(layout: _Layout) -> list[str]:
+    """Save the cheapest set of values that separates the inputs from what the backward reads,
+    where only cheap (recomputable) ops may be computed again in the backward."""
+    candidates = [
+        name
+        for name in layout.values
+        if name not in layout.tangent_dependent and name not in layout.constants
+    ]
+    weights = {name: _bytes(layout.values[name]) for name in candidates}
+    infinite = sum(weights.values()) + 1
+    network = FlowNetwork()
+    network.vertex("source")
+    network.vertex("sink")
+    forward_outputs = set(layout.forward_refs())
+    for name in candidates:
+        network.add_edge(f"{name}:in", f"{name}:out", weights[name])
+        if name in forward_outputs or name not in layout.producer:
+            network.add_edge("source", f"{name}:in", infinite)  # primals, forward outputs
+    for node in layout.graph.nodes:
+        outputs = [v.name for v in node.output_values() if v.name in weights]
+        if not outputs:
+            continue
+        banned = not is_recomputable(node.target)
+        for name in outputs:
+            if banned:
+                network.add_edge("source", f"{name}:in", infinite)
+            for ref in references(node):
+                if ref.name in weights:
+                    network.add_edge(f"{ref.name}:out", f"{name}:in", infinite)
+    for name in layout.backward_reads():
+        network.add_edge(f"{name}:out", "sink", infinite)
+    source_side = network.min_cut("source", "sink")
+    saved = [
+        name
+        for name in candidates
+        if f"{name}:in" in source_side and f"{name}:out" not in source_side
+    ]
+    return sorted(saved, key=layout.order.__getitem__)
+
+
+def is_recomputable(target: str) -> bool:
+    """Whether the backward may compute `target` again rather than the forward saving it."""
+    if target in RECOMPUTABLE_OPS:
+        return True
+    op = resolve_op(target)
+    family = getattr(op, "family", None)
+    if family is not None:
+        return family in RECOMPUTABLE_PRIM_FAMILIES
+    tags = getattr(op, "tags", ())
+    if torch.Tag.nondeterministic_seeded in tags:
+        return False
+    if torch.Tag.pointwise in tags:
+        return True
+    schema = op_schema(target)
+    if schema is None:
+        return False
+    is_view = any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+    writes = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+    return is_view and not writes
+
+
+# ---- building the two Graphs ------------------------------------------------------------
+
+
+def _forward_graph(layout: _Layout, saved: list[str]) -> Graph:
+    graph = layout.graph
+    stop = set(layout.primals) | layout.constants
+    needed = layout.ancestors([*layout.forward_refs(), *saved], stop)
+    if needed & set(layout.tangents):
+        raise PartitionError("the forward would need a tangent; the joint Graph is malformed")
+    nodes = [node for node in graph.nodes if any(v.name in needed for v in node.output_values())]
+    inputs = [_input(layout, name) for name in layout.primals]
+    outputs = [*layout.forward_outputs, *(Ref(name) for name in saved)]
+    return _graph(layout, inputs, layout.primals, nodes, needed, outputs)
+
+
+def _backward_graph(layout: _Layout, saved: list[str]) -> Graph:
+    graph = layout.graph
+    available = set(saved) | set(layout.tangents) | layout.constants
+    needed = layout.ancestors(layout.gradient_refs(), available)
+    missing = [name for name in needed if name not in available and name not in layout.producer]
+    if missing:
+        raise PartitionError(
+            f"the backward needs {', '.join(sorted(missing))}, which the forward does not save; "
+            "this is a bug in the partitioner"
+        )
+    nodes: list[Node] = []
+    defined = set(available)
+    for node in graph.nodes:
+        names = [v.name for v in node.output_values()]
+        if not any(name in needed and name not in available for name in names):
+            continue
+        nodes.append(_renamed_outputs(node, defined))
+        defined.update(v.name for v in nodes[-1].output_values())
+    signature = [*saved, *layout.tangents]
+    inputs = [_input(layout, name) for name in signature]
+    return _graph(layout, inputs, signature, nodes, needed, list(layout.gradients))
+
+
+def _renamed_outputs(node: Node, defined: set[str]) -> Node:
+    """`node`, its outputs that are already defined (saved) renamed to unused names."""
+
+    def rename(value: Value) -> Value:
+        if value.name not in defined:
+            return value
+        name = f"{value.name}_recomputed"
+        while name in defined:
+            name += "_"
+        defined.add(name)
+        return Value(name, value.spec)
+
+    outputs: list[Any] = []
+    for output in node.outputs:
+        if isinstance(output, Value):
+            outputs.append(rename(output))
+        elif isinstance(output, list):
+            outputs.append([rename(v) for v in output])
+        else:
+            outputs.append(output)
+    return Node(node.target, node.args, node.kwargs, outputs, node.source)
+
+
+def _input(layout: _Layout, name: str) -> GraphInput:
+    return GraphInput(layout.values[name], InputKind.USER)
+
+
+def _graph(
+    layout: _Layout,
+    inputs: list[GraphInput],
+    signature: list[str],
+    nodes: list[Node],
+    needed: set[str],
+    outputs: list[Any],
+) -> Graph:
+    source = layout.graph
+    used_constants = [
+        gi for gi in source.inputs if gi.kind is InputKind.CONSTANT and gi.value.name in needed
+    ]
+    refs = [Ref(name) for name in signature]
+    graph = Graph(
+        inputs=[*inputs, *used_constants],
+        nodes=nodes,
+        in_spec=tree_flatten(tuple(refs))[1],
+        input_leaves=refs,
+        out_spec=tree_flatten(tuple(outputs))[1],
+        output_leaves=outputs,
+        symbols=dict(source.symbols),
+        guards=list(source.guards),
+        constants={
+            gi.target: source.constants[gi.target] for gi in used_constants if gi.target is not None
+        },
+    )
+    return graph
+
+
+def _bytes(value: Value) -> int:
+    spec = value.spec
+    if not isinstance(spec, TensorSpec):
+        return 1
+    count = 1
+    for size in spec.shape:
+        count *= int(size)
+    return max(1, count * spec.dtype.itemsize)

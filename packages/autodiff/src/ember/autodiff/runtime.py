@@ -1,0 +1,185 @@
+"""The runtime wrapper: an `autograd.Function` over the compiled forward and backward.
+
+`CompiledFunction` is what `aot` returns. Called with grad enabled and an input that requires
+grad, it runs the compiled forward inside an autograd.Function that saves what the partition
+chose and runs the compiled backward on `.backward()`; otherwise it runs the compiled pure
+Graph (no backward). Either way it then copies new values into the inputs the Graph wrote,
+and rebuilds outputs that are views of inputs from the real inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ember.autodiff.errors import AutodiffError, DoubleBackwardError
+from ember.autodiff.functionalize import Signature
+from ember.autodiff.view_rules import apply_view
+from ember.prims import InputKind, Ref, tree_flatten, tree_unflatten
+
+
+@dataclass
+class TrainingStep:
+    """The compiled forward and backward for one pattern of inputs that require grad."""
+
+    forward: Callable[..., Any]  # (primals...) -> (outputs..., saved...)
+    backward: Callable[..., Any]  # (saved..., tangents...) -> (gradient per primal...)
+    num_forward_outputs: int
+    differentiable: tuple[bool, ...]  # per forward output: it has a tangent
+    clone_saved: tuple[int, ...]  # saved primals the copy-back overwrites: saved as copies
+
+
+class _CompiledFunction(torch.autograd.Function):
+    """Runs a TrainingStep: forward now, backward when autograd asks."""
+
+    @staticmethod
+    def forward(ctx: Any, step: TrainingStep, *primals: Any) -> Any:
+        results = list(_as_tuple(step.forward(*primals)))
+        outputs = results[: step.num_forward_outputs]
+        saved = results[step.num_forward_outputs :]
+        for index in step.clone_saved:
+            saved[index] = saved[index].clone()
+        ctx.step = step
+        ctx.save_for_backward(*saved)
+        frozen = [
+            out
+            for out, diff in zip(outputs, step.differentiable)
+            if not diff and isinstance(out, torch.Tensor)
+        ]
+        if frozen:
+            ctx.mark_non_differentiable(*frozen)
+        return tuple(outputs)
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        step: TrainingStep = ctx.step
+        tangents = [
+            grad.contiguous() for grad, diff in zip(grad_outputs, step.differentiable) if diff
+        ]
+        saved = ctx.saved_tensors
+        if not torch.is_grad_enabled():
+            return (None, *_as_tuple(step.backward(*saved, *tangents)))
+        # create_graph=True: compute the gradients, and make a second backward through them
+        # fail with a clear message instead of silently giving wrong results.
+        with torch.no_grad():
+            grads = list(_as_tuple(step.backward(*saved, *tangents)))
+        watched = [t for t in (*tangents, *saved) if t.requires_grad]
+        present = [i for i, g in enumerate(grads) if isinstance(g, torch.Tensor)]
+        if watched and present:
+            guarded = _NoDoubleBackward.apply(len(present), *[grads[i] for i in present], *watched)
+            for i, g in zip(present, guarded):
+                grads[i] = g
+        return (None, *grads)
+
+
+class _NoDoubleBackward(torch.autograd.Function):
+    """Identity on the gradients, whose own backward raises DoubleBackwardError."""
+
+    @staticmethod
+    def forward(ctx: Any, count: int, *tensors: Any) -> Any:
+        return tuple(t.clone() for t in tensors[:count])
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise DoubleBackwardError(
+            "double backward (a gradient of a gradient) through an ember-compiled graph is not "
+            "supported; compute the higher-order gradient outside ember.compile, or "
+            "use backend='eager' for this function"
+        )
+
+
+class CompiledFunction:
+    """The callable `aot` returns; it takes inputs as `ember.prims.run(graph, ...)` does."""
+
+    def __init__(
+        self,
+        signature: Signature,
+        state: Mapping[str, torch.Tensor],
+        inference: Callable[[], Callable[..., Any]],
+        training: Callable[[tuple[bool, ...]], TrainingStep],
+    ) -> None:
+        self.signature = signature
+        self._state = state
+        self._make_inference = inference
+        self._make_training = training
+        self._inference: Callable[..., Any] | None = None
+        self._training: dict[tuple[bool, ...], TrainingStep] = {}
+
+    def __call__(self, *inputs: Any, state: Mapping[str, torch.Tensor] | None = None) -> Any:
+        flat = self.flat_inputs(inputs, state or {})
+        flags = tuple(isinstance(t, torch.Tensor) and t.requires_grad for t in flat)
+        if torch.is_grad_enabled() and any(flags):
+            step = self._training.get(flags)
+            if step is None:
+                step = self._training[flags] = self._make_training(flags)
+            results = _CompiledFunction.apply(step, *flat) if step.num_forward_outputs else ()
+        else:
+            if self._inference is None:
+                self._inference = self._make_inference()
+            results = _as_tuple(self._inference(*flat))
+        self._copy_back(flat, results)
+        return self._outputs(flat, results)
+
+    def flat_inputs(
+        self, inputs: Sequence[Any], state: Mapping[str, torch.Tensor]
+    ) -> list[torch.Tensor]:
+        """The pure Graph's flat inputs: user inputs placed by the signature, then state."""
+        signature = self.signature
+        leaves, spec = tree_flatten(tuple(inputs))
+        if spec != signature.in_spec:
+            raise AutodiffError(
+                f"the compiled graph takes inputs shaped {signature.in_spec}, got {spec}; pass "
+                "the inputs the graph was captured with"
+            )
+        by_name = {
+            leaf.name: value
+            for leaf, value in zip(signature.input_leaves, leaves)
+            if isinstance(leaf, Ref)
+        }
+        flat: list[torch.Tensor] = []
+        for graph_input in signature.inputs:
+            name = graph_input.value.name
+            if graph_input.kind is InputKind.USER:
+                flat.append(by_name[name])
+                continue
+            target = graph_input.target or name
+            value = state.get(target, self._state.get(target))
+            if value is None:
+                raise AutodiffError(
+                    f"no value for {graph_input.kind.value} {target!r}; pass it in state={{...}}"
+                )
+            flat.append(value)
+        return flat
+
+    def _copy_back(self, flat: list[torch.Tensor], results: Sequence[Any]) -> None:
+        for input_index, output_index in self.signature.mutations:
+            new = results[output_index]
+            target = flat[input_index]
+            if new.requires_grad:
+                target.copy_(new)
+            else:
+                with torch.no_grad():
+                    target.copy_(new)
+
+    def _outputs(self, flat: list[torch.Tensor], results: Sequence[Any]) -> Any:
+        leaves: list[Any] = []
+        for source in self.signature.outputs:
+            if source.kind == "literal":
+                leaves.append(source.literal)
+            elif source.kind == "computed":
+                leaves.append(results[source.index])
+            else:
+                tensor: Any = flat[source.index]
+                for step in source.steps:
+                    tensor = apply_view(step, tensor)
+                leaves.append(tensor)
+        return tree_unflatten(leaves, self.signature.out_spec)
+
+
+def _as_tuple(results: Any) -> tuple[Any, ...]:
+    if isinstance(results, (tuple, list)):
+        return tuple(results)
+    return (results,)
