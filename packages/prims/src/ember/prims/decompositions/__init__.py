@@ -17,6 +17,7 @@ from ember.prims.decompositions import (  # noqa: F401  (each module registers o
     random,
     rearrangement,
     reductions,
+    resampling,
     search,
     selection,
     special,

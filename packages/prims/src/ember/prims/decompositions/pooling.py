@@ -1,6 +1,8 @@
-"""ATen pooling written with prims: windows are strided views (`as_strided`) of the padded
-input, reduced with amax/argmax (max pooling, whose indices point into each input plane) or
-sum (average pooling); max pooling's backward scatters gradients back through the indices.
+"""ATen pooling. 2-d max and average pooling are written with prims: windows are strided
+views (`as_strided`) of the padded input, reduced with amax/argmax (max pooling, whose
+indices point into each input plane) or sum; max pooling's backward scatters gradients back
+through the indices. Adaptive, 3-d and unpooling ops and im2col gather their windows through
+static tables (see resampling.py) with other ATen ops, expanded by later rounds.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from typing import Any
 import torch
 
 from ember.prims.decompositions.operands import scalar_like
+from ember.prims.decompositions.resampling import combine_along, take_along
 from ember.prims.decompositions.table import to_prims
 from ember.prims.primitives import prims
+
+aten = torch.ops.aten
 
 
 def _pair(values: Sequence[int] | int, default: Sequence[int] | None = None) -> list[int]:
@@ -146,10 +151,196 @@ def _avg_pool2d(
     return prims.squeeze(result, [0]) if x.dim() == 3 else result
 
 
-@to_prims("aten::_adaptive_avg_pool2d.default")
-def _adaptive_avg_pool2d(x: torch.Tensor, output_size: Sequence[int]) -> torch.Tensor:
-    h, w = x.shape[-2], x.shape[-1]
-    oh, ow = _pair(output_size)
-    if h % oh or w % ow:
-        raise NotImplementedError("adaptive pooling with uneven windows")
-    return _avg_pool2d(x, [h // oh, w // ow], [h // oh, w // ow])
+# ---- N-d pooling through static window tables -------------------------------------------
+# Each output position o of a pooled plane reads the input positions table[o][k] (flat indices
+# into the plane); `valid` marks the real ones (windows are padded to one width K).
+
+WindowTable = tuple[list[list[int]], list[list[bool]]]
+
+
+def _product_table(per_dim: list[WindowTable], sizes: Sequence[int]) -> WindowTable:
+    """The window table of a plane from the tables of its dims (row-major flat positions)."""
+    table: list[list[int]] = [[0]]
+    valid: list[list[bool]] = [[True]]
+    for (rows, ok), size in zip(per_dim, sizes):
+        table = [
+            [flat * size + p for flat in row for p in new_row] for row in table for new_row in rows
+        ]
+        valid = [[a and b for a in row for b in new_ok] for row in valid for new_ok in ok]
+    return table, valid
+
+
+def _adaptive_rows(size: int, out: int) -> WindowTable:
+    starts = [(o * size) // out for o in range(out)]
+    ends = [-((-(o + 1) * size) // out) for o in range(out)]
+    width = max(e - s for s, e in zip(starts, ends))
+    rows = [[min(s + k, e - 1) for k in range(width)] for s, e in zip(starts, ends)]
+    ok = [[s + k < e for k in range(width)] for s, e in zip(starts, ends)]
+    return rows, ok
+
+
+def _pool_rows(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> WindowTable:
+    out = _out_size(size, k, s, p, d, ceil_mode)
+    positions = [[o * s - p + j * d for j in range(k)] for o in range(out)]
+    ok = [[0 <= q < size for q in row] for row in positions]
+    return [[min(max(q, 0), size - 1) for q in row] for row in positions], ok
+
+
+def _plane(x: torch.Tensor, spatial: int) -> tuple[torch.Tensor, list[int], list[int]]:
+    """x as [batch..., P] (the last `spatial` dims flattened), its lead dims and plane sizes."""
+    lead, sizes = list(x.shape[: x.dim() - spatial]), list(x.shape[x.dim() - spatial :])
+    return aten.reshape.default(x, [*lead, math.prod(sizes)]), lead, sizes
+
+
+def _pool_windows(
+    x: torch.Tensor, spatial: int, per_dim: list[WindowTable], fill: float
+) -> tuple[torch.Tensor, list[list[int]], list[int], list[int]]:
+    """[batch..., O, K] window values (invalid ones = fill), the table, lead dims, out sizes."""
+    flat, lead, sizes = _plane(x, spatial)
+    table, valid = _product_table(per_dim, sizes)
+    windows = take_along(flat, flat.dim() - 1, table)
+    mask = torch.tensor(valid, dtype=torch.bool, device=x.device)
+    windows = aten.where.self(mask, windows, aten.full_like.default(windows, fill))
+    return windows, table, lead, [len(rows) for rows, _ in per_dim]
+
+
+def _max_with_indices(
+    x: torch.Tensor, spatial: int, per_dim: list[WindowTable]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    windows, table, lead, out = _pool_windows(x, spatial, per_dim, -math.inf)
+    values, position = aten.max.dim(windows, -1)
+    positions = torch.tensor(table, dtype=torch.int64, device=x.device)
+    positions = aten.expand.default(positions, list(windows.shape))
+    indices = aten.squeeze.dim(
+        aten.gather.default(positions, -1, aten.unsqueeze.default(position, -1)), -1
+    )
+    return aten.reshape.default(values, [*lead, *out]), aten.reshape.default(indices, [*lead, *out])
+
+
+def _adaptive_max(spatial: int) -> Any:
+    def decomposition(
+        x: torch.Tensor, output_size: Sequence[int]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        sizes = x.shape[x.dim() - spatial :]
+        per_dim = [_adaptive_rows(size, out) for size, out in zip(sizes, output_size)]
+        return _max_with_indices(x, spatial, per_dim)
+
+    return decomposition
+
+
+to_prims("aten::adaptive_max_pool2d.default")(_adaptive_max(2))
+to_prims("aten::adaptive_max_pool3d.default")(_adaptive_max(3))
+
+
+def _adaptive_avg(spatial: int) -> Any:
+    def decomposition(x: torch.Tensor, output_size: Sequence[int]) -> torch.Tensor:
+        result = x
+        first = x.dim() - spatial
+        for i, out in enumerate(output_size):
+            rows, ok = _adaptive_rows(x.shape[first + i], out)
+            weights = [[1.0 / sum(row) if v else 0.0 for v in row] for row in ok]
+            result = combine_along(result, first + i, rows, weights)
+        return result
+
+    return decomposition
+
+
+to_prims("aten::_adaptive_avg_pool2d.default")(_adaptive_avg(2))
+to_prims("aten::_adaptive_avg_pool3d.default")(_adaptive_avg(3))
+
+
+def _triple(values: Sequence[int] | int, default: Sequence[int] | None = None) -> list[int]:
+    if isinstance(values, int):
+        return [values] * 3
+    if len(values) == 0 and default is not None:
+        return list(default)
+    return list(values) * 3 if len(values) == 1 else list(values)
+
+
+@to_prims("aten::max_pool3d_with_indices.default")
+def _max_pool3d(
+    x: torch.Tensor,
+    kernel_size: Sequence[int],
+    stride: Sequence[int] = (),
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    k = _triple(kernel_size)
+    s, p, d = _triple(stride, k), _triple(padding), _triple(dilation)
+    sizes = x.shape[x.dim() - 3 :]
+    per_dim = [_pool_rows(sizes[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(3)]
+    return _max_with_indices(x, 3, per_dim)
+
+
+@to_prims("aten::avg_pool3d.default")
+def _avg_pool3d(
+    x: torch.Tensor,
+    kernel_size: Sequence[int],
+    stride: Sequence[int] = (),
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> torch.Tensor:
+    k = _triple(kernel_size)
+    s, p = _triple(stride, k), _triple(padding)
+    sizes = x.shape[x.dim() - 3 :]
+    per_dim = [_pool_rows(sizes[i], k[i], s[i], p[i], 1, ceil_mode) for i in range(3)]
+    windows, _, lead, out = _pool_windows(x, 3, per_dim, 0.0)
+    total = aten.sum.dim_IntList(windows, [-1])
+    if divisor_override:
+        counts = [float(divisor_override)] * total.shape[-1]
+    else:
+        per_dim_counts = []
+        for i in range(3):
+            rows = []
+            for o in range(out[i]):
+                start = o * s[i] - p[i]
+                end = min(start + k[i], sizes[i] + p[i])
+                if not count_include_pad:
+                    start, end = max(start, 0), min(end, sizes[i])
+                rows.append(end - start)
+            per_dim_counts.append(rows)
+        counts = [
+            float(a * b * c)
+            for a in per_dim_counts[0]
+            for b in per_dim_counts[1]
+            for c in per_dim_counts[2]
+        ]
+    divisor = torch.tensor(counts, dtype=x.dtype, device=x.device)
+    return aten.reshape.default(aten.div.Tensor(total, divisor), [*lead, *out])
+
+
+def _max_unpool(x: torch.Tensor, indices: torch.Tensor, output_size: Sequence[int]) -> torch.Tensor:
+    spatial = len(output_size)
+    flat, lead, _ = _plane(x, spatial)
+    flat_indices, _, _ = _plane(indices, spatial)
+    zeros = aten.zeros.default([*lead, math.prod(output_size)], dtype=x.dtype, device=x.device)
+    written = aten.scatter.src(zeros, flat.dim() - 1, flat_indices, flat)
+    return aten.reshape.default(written, [*lead, *output_size])
+
+
+to_prims("aten::max_unpool2d.default")(_max_unpool)
+to_prims("aten::max_unpool3d.default")(
+    lambda x, indices, output_size, stride, padding: _max_unpool(x, indices, output_size)
+)
+
+
+@to_prims("aten::im2col.default")
+def _im2col(
+    x: torch.Tensor,
+    kernel_size: Sequence[int],
+    dilation: Sequence[int],
+    padding: Sequence[int],
+    stride: Sequence[int],
+) -> torch.Tensor:
+    k, d, p, s = _pair(kernel_size), _pair(dilation), _pair(padding), _pair(stride)
+    padded = aten.constant_pad_nd.default(x, [p[1], p[1], p[0], p[0]], 0)
+    sizes = padded.shape[-2:]
+    per_dim = [_pool_rows(sizes[i], k[i], s[i], 0, d[i], False) for i in range(2)]
+    flat, lead, _ = _plane(padded, 2)
+    table, _ = _product_table(per_dim, sizes)
+    windows = take_along(flat, flat.dim() - 1, table)  # [N, C, L, K]
+    moved = aten.transpose.int(windows, -1, -2)  # [N, C, K, L]
+    return aten.reshape.default(moved, [*lead[:-1], lead[-1] * k[0] * k[1], len(table)])
