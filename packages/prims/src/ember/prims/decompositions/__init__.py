@@ -9,6 +9,7 @@ from ember.prims.decompositions import (  # noqa: F401  (each module registers o
     attention,
     creation,
     elementwise,
+    fourier,
     indexing,
     linalg,
     losses,

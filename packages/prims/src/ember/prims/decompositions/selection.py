@@ -211,9 +211,6 @@ def _sinc(a: torch.Tensor) -> torch.Tensor:
     "aten::lift_fresh.default",
     "aten::resolve_conj.default",
     "aten::resolve_neg.default",
-    "aten::conj.default",
-    "aten::_conj.default",
-    "aten::conj_physical.default",
 )
 def _identity(a: torch.Tensor) -> torch.Tensor:
     return a

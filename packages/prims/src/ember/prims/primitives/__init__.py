@@ -5,8 +5,10 @@ maps each qualified name to its `Prim`; docs/prims.md states each one's exact se
 """
 
 from ember.prims.primitives import (  # noqa: F401  (each module defines its prims on import)
+    complex_numbers,
     creation,
     elementwise,
+    fft,
     indexing,
     linalg,
     random,
