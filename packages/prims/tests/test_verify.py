@@ -99,7 +99,24 @@ def test_undeclared_symbol() -> None:
 def test_tensor_return_must_be_tensor_value() -> None:
     graph = _graph()
     node: Node = graph.nodes[-1]
-    node.outputs[0] = None
+    node.outputs[0] = [Value("pieces", node.outputs[0].spec)]  # type: ignore[union-attr]
     graph.output_leaves = [Ref("x")]
     with pytest.raises(GraphVerificationError, match="must be a tensor value"):
         verify(graph)
+
+
+def test_undefined_tensor_return_is_allowed() -> None:
+    # Backward ops return undefined tensors (None) for the outputs their mask skips.
+    weight = torch.randn(4, 3, 3, 3, requires_grad=True)
+    x = torch.randn(2, 3, 6, 6)
+
+    def weight_grad(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        out = torch.nn.functional.conv2d(x, weight)
+        return torch.autograd.grad(out.sum(), weight)[0]
+
+    graph = trace(weight_grad, x, weight)
+    assert any(
+        node.target == "aten::convolution_backward.default" and node.outputs[0] is None
+        for node in graph.nodes
+    )
+    verify(graph)

@@ -135,8 +135,10 @@ class _Verifier:
             )
         for position, (ret, output) in enumerate(zip(schema.returns, node.outputs)):
             kind = ret.type.kind()
+            # None: an undefined tensor, as backward ops return for outputs their mask skips.
             if kind == "TensorType" and not (
-                isinstance(output, Value) and isinstance(output.spec, TensorSpec)
+                output is None
+                or (isinstance(output, Value) and isinstance(output.spec, TensorSpec))
             ):
                 self.fail(where, f"output {position} must be a tensor value")
             if kind == "ListType" and not isinstance(output, list):
