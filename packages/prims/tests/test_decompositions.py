@@ -59,6 +59,43 @@ class AttentionBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+class ResidualNet(nn.Module):
+    """ResNet-style: conv-BN-ReLU twice around a skip connection, adaptive pooling, a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn0 = nn.BatchNorm2d(8)
+        self.conv1 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.bn0(self.stem(x)))
+        y = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(x + self.bn2(self.conv2(y)))
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class TinyGPT(nn.Module):
+    """GPT-style: token and position embeddings, one causal block, a tied LM head."""
+
+    def __init__(self, vocab: int = 11, dim: int = 16, context: int = 8) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, dim)
+        self.positions = nn.Embedding(context, dim)
+        self.block = AttentionBlock(dim)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        places = torch.arange(ids.shape[1])
+        x = self.block(self.tokens(ids) + self.positions(places))
+        logits = self.norm(x) @ self.tokens.weight.t()
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
 def _close(actual: object, expected: object) -> None:
     torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
 
@@ -72,6 +109,7 @@ _MODELS = [
     (MLP, (8, 16)),
     (SmallCNN, (2, 3, 8, 8)),
     (AttentionBlock, (2, 5, 16)),
+    (ResidualNet, (2, 3, 8, 8)),
 ]
 
 
@@ -99,6 +137,25 @@ def test_backward_decomposes_to_prims_and_matches_gradients(cls, shape) -> None:
     graph = decompose(trace(step(model), x), PRIM_DECOMPOSITIONS)
     _only_prims(graph)
     _close(run(graph, x), step(reference)(x))
+
+
+def test_language_model_loss_backward_decomposes_to_prims_and_matches_gradients() -> None:
+    torch.manual_seed(0)
+    model = TinyGPT().train()
+    reference = copy.deepcopy(model)
+    ids = torch.randint(0, 11, (2, 6))
+    targets = torch.randint(0, 11, (2, 6))
+
+    def step(m):
+        def loss_and_grads(ids, targets):
+            loss = m(ids, targets)
+            return loss, torch.autograd.grad(loss, list(m.parameters()))
+
+        return loss_and_grads
+
+    graph = decompose(trace(step(model), ids, targets), PRIM_DECOMPOSITIONS)
+    _only_prims(graph)
+    _close(run(graph, ids, targets), step(reference)(ids, targets))
 
 
 def test_batch_norm_running_stats_are_updated_in_place() -> None:

@@ -206,3 +206,35 @@ def _multilabel_margin_loss_forward(
         loss = aten.reshape.default(loss, [])
         is_target = aten.reshape.default(is_target, list(target.shape))
     return reduce_loss(loss, reduction), is_target
+
+
+@to_prims("aten::nll_loss_backward.default", "aten::nll_loss2d_backward.default")
+def _nll_loss_backward(
+    grad: torch.Tensor,
+    a: torch.Tensor,
+    target: torch.Tensor,
+    weight: torch.Tensor | None,
+    reduction: int,
+    ignore_index: int,
+    total_weight: torch.Tensor,
+) -> torch.Tensor:
+    class_dim = 0 if a.dim() == 1 else 1
+    keep = aten.ne.Scalar(target, ignore_index)
+    safe = aten.where.self(keep, target, aten.zeros_like.default(target))
+    weights = aten._to_copy.default(keep, dtype=a.dtype)
+    if weight is not None:
+        weights = aten.mul.Tensor(weights, aten.index.Tensor(weight, [safe]))
+    scale = aten.div.Tensor(grad, total_weight) if reduction == MEAN else grad
+    # d loss / d a[.., target, ..] = -weight * scale; zero for every other class
+    values = aten.unsqueeze.default(aten.neg.default(aten.mul.Tensor(weights, scale)), class_dim)
+    index = aten.unsqueeze.default(safe, class_dim)
+    return aten.scatter.src(aten.zeros_like.default(a), class_dim, index, values)
+
+
+@to_prims("aten::mse_loss_backward.default")
+def _mse_loss_backward(
+    grad: torch.Tensor, a: torch.Tensor, target: torch.Tensor, reduction: int
+) -> torch.Tensor:
+    scale = 2.0 / a.numel() if reduction == MEAN else 2.0
+    difference = aten.sub.Tensor(a, target)
+    return aten.mul.Tensor(aten.mul.Scalar(difference, scale), grad)
