@@ -1,0 +1,54 @@
+"""The `inductor` backend (entry point `ember.backends`): a captured Graph in, a callable out.
+
+Inference (no input needs a gradient, or grad mode is off) compiles the Graph directly. For
+training it hands the Graph to ember-autodiff's `aot`, with inductor compiling both the
+forward and the backward Graph.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ember.inductor.pipeline import compile_graph
+from ember.prims import Graph, Interpreter
+from ember.prims.logs import topic_logger
+
+perf_hints = topic_logger("perf_hints")
+logger = logging.getLogger("ember.inductor")
+
+
+def inductor(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """Compile `graph` with ember-inductor (see the package README)."""
+    if torch.is_grad_enabled() and _needs_grad(graph, example_inputs):
+        aot = _aot()
+        if aot is None:
+            perf_hints.info(
+                "graph %s needs gradients but ember.autodiff.aot is not available; it runs "
+                "uncompiled (install ember-autodiff with aot support)",
+                graph.name,
+            )
+            return Interpreter(graph)
+        return aot(graph, example_inputs, fw_compiler=_compile, bw_compiler=_compile)
+    return compile_graph(graph, example_inputs)
+
+
+def _compile(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    return compile_graph(graph, example_inputs)
+
+
+def _needs_grad(graph: Graph, example_inputs: Sequence[Any]) -> bool:
+    if any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs):
+        return True
+    return any(t.requires_grad for t in graph.constants.values())
+
+
+def _aot() -> Callable[..., Any] | None:
+    try:
+        from ember.autodiff import aot
+    except ImportError:
+        return None
+    return aot

@@ -1,0 +1,58 @@
+"""The codegen backend interface: what a kernel generator implements to plug into inductor.
+
+A backend turns each scheduled kernel into source, joins a graph's kernels into one module,
+builds and loads that module (through ember-runtime's artifact cache), and says how the
+wrapper passes a tensor to its kernels. Generic code asks a backend for its capabilities,
+never for its name. The C++ generator is one implementation; Triton (issue 9) and vendors'
+generators are others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ember.inductor.ir.program import Program
+from ember.inductor.scheduler.fusion import Kernel
+from ember.runtime import ArtifactCache
+
+
+@dataclass
+class KernelArgument:
+    """One kernel parameter: a storage it reads or writes, or a size symbol."""
+
+    name: str  # storage name or size symbol name
+    kind: str  # "pointer" or "size"
+
+
+@dataclass
+class KernelSource:
+    """The source of one kernel and the arguments the wrapper passes, in order."""
+
+    name: str
+    source: str
+    arguments: list[KernelArgument] = field(default_factory=list)
+
+
+class CodegenBackend(Protocol):
+    """What inductor needs from a kernel generator."""
+
+    # Devices it generates for ("cpu", "cuda") and optional features.
+    capabilities: frozenset[str]
+
+    def generate(self, kernel: Kernel, program: Program) -> KernelSource:
+        """The source of one fused kernel."""
+        ...
+
+    def module(self, kernels: Sequence[KernelSource]) -> str:
+        """One compilation unit holding every kernel of a graph."""
+        ...
+
+    def load(self, module: str, cache: ArtifactCache) -> dict[str, Callable[..., None]]:
+        """Build `module` (or fetch the build from `cache`) and return its kernels by name."""
+        ...
+
+    def pointer(self, tensor: str) -> str:
+        """The Python expression the wrapper passes for tensor variable `tensor`."""
+        ...

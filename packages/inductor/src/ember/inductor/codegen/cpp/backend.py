@@ -1,0 +1,59 @@
+"""`CppBackend`: the C++/OpenMP implementation of the codegen backend interface."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+from importlib import metadata
+
+from ember.inductor.codegen.backend import KernelSource
+from ember.inductor.codegen.cpp.compiler import FLAGS, compile_shared_library, compiler_version
+from ember.inductor.codegen.cpp.kernel import CppKernel
+from ember.inductor.codegen.cpp.ops import PRELUDE
+from ember.inductor.ir.program import Program
+from ember.inductor.scheduler.fusion import Kernel
+from ember.runtime import ArtifactCache
+from ember.runtime.loader.shared_library import load_shared_library
+
+
+class CppBackend:
+    """Generates C++ with OpenMP for CPU tensors; one shared library per graph."""
+
+    capabilities = frozenset({"cpu"})
+
+    def generate(self, kernel: Kernel, program: Program) -> KernelSource:
+        return CppKernel(kernel, program).generate()
+
+    def module(self, kernels: Sequence[KernelSource]) -> str:
+        return "\n\n".join([PRELUDE.strip(), *(k.source for k in kernels)]) + "\n"
+
+    def load(self, module: str, cache: ArtifactCache) -> dict[str, Callable[..., None]]:
+        key = cache.key(
+            module.encode(),
+            config={"flags": list(FLAGS)},
+            versions={"ember-inductor": _version(), "compiler": compiler_version()},
+        )
+        library = load_shared_library(cache, key, lambda: compile_shared_library(module))
+        kernels: dict[str, Callable[..., None]] = {}
+        for line in module.splitlines():
+            if line.startswith('extern "C" void '):
+                name, params = line[len('extern "C" void ') :].split("(", 1)
+                function = getattr(library, name)
+                function.restype = None
+                function.argtypes = [
+                    ctypes.c_void_p if p.strip().startswith("void*") else ctypes.c_int64
+                    for p in params.rstrip(")").split(",")
+                    if p.strip()
+                ]
+                kernels[name] = function
+        return kernels
+
+    def pointer(self, tensor: str) -> str:
+        return f"{tensor}.data_ptr()"
+
+
+def _version() -> str:
+    try:
+        return metadata.version("ember-inductor")
+    except metadata.PackageNotFoundError:
+        return "0+source"

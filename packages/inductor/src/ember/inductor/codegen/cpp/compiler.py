@@ -1,0 +1,47 @@
+"""Compile a C++ module into a shared library with the system compiler.
+
+`g++ -O3 -march=native -fopenmp -shared -fPIC`; the build runs in a temporary directory and
+only its finished output is returned, so a process killed mid-compile leaves nothing behind
+that a later run could mistake for a library.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ember.inductor.errors import CompileError
+
+COMPILER = os.environ.get("CXX", "g++")
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-w")
+
+
+@functools.cache
+def compiler_version() -> str:
+    try:
+        result = subprocess.run([COMPILER, "--version"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise CompileError(
+            f"no C++ compiler: running {COMPILER!r} failed ({error}); install g++ or set CXX"
+        ) from error
+    return result.stdout.splitlines()[0] if result.stdout else COMPILER
+
+
+def compile_shared_library(source: str) -> bytes:
+    """The bytes of the shared library built from `source`."""
+    compiler_version()
+    with tempfile.TemporaryDirectory(prefix="ember-cpp-") as directory:
+        source_path = Path(directory) / "module.cpp"
+        output_path = Path(directory) / "module.so"
+        source_path.write_text(source)
+        command = [COMPILER, *FLAGS, str(source_path), "-o", str(output_path)]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise CompileError(
+                f"the C++ compiler rejected generated code (a bug in ember-inductor; please "
+                f"report it with EMBER_LOGS=output_code):\n{result.stderr[-4000:]}"
+            )
+        return output_path.read_bytes()

@@ -1,0 +1,328 @@
+"""One fused kernel as C++: OpenMP over the outer loops, a loop per reduction and per group
+of inner (epilogue) nodes, bodies emitted once per distinct value (common subexpressions
+shared), buffers local to the kernel kept in registers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sympy
+import torch
+
+from ember.inductor.codegen.backend import KernelArgument, KernelSource
+from ember.inductor.codegen.cpp.ops import (
+    CPP_TYPES,
+    OPERAND_DTYPE_OPS,
+    OPS,
+    literal,
+    reduction_combine,
+    reduction_init,
+)
+from ember.inductor.codegen.cpp.printer import cpp_index
+from ember.inductor.ir.body import BodyValue
+from ember.inductor.ir.indexing import Expr, index_var, product
+from ember.inductor.ir.program import Program
+from ember.inductor.scheduler.fusion import Kernel, Member
+
+# Below this many loop iterations a kernel runs on one thread (thread start-up costs more).
+PARALLEL_THRESHOLD = 32768
+
+
+class CppKernel:
+    """Builds the source of one kernel."""
+
+    def __init__(self, kernel: Kernel, program: Program) -> None:
+        self.kernel = kernel
+        self.program = program
+        self.lines: list[str] = []
+        self.depth = 1
+        self.scopes: list[dict[tuple[object, ...], str]] = [{}]
+        self.counter = 0
+        self.storages: dict[str, None] = {}
+        self.sizes: set[str] = set()
+        self.locals: dict[str, str] = {}
+
+    # ---- emission helpers -------------------------------------------------------------------
+
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    @contextmanager
+    def block(self, header: str) -> Iterator[None]:
+        self.line(header + " {")
+        self.depth += 1
+        self.scopes.append({})
+        try:
+            yield
+        finally:
+            self.scopes.pop()
+            self.depth -= 1
+            self.line("}")
+
+    def fresh(self, prefix: str = "tmp") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def index(self, expr: Expr) -> str:
+        for symbol in expr.free_symbols:
+            name = str(symbol)
+            if not (name[0] in "xr" and name[1:].isdigit()) and not name.startswith("ind"):
+                self.sizes.add(name)
+        return cpp_index(expr)
+
+    def size(self, expr: Expr) -> str:
+        return self.index(sympy.sympify(expr))
+
+    # ---- values ---------------------------------------------------------------------------
+
+    def lookup(self, key: tuple[object, ...]) -> str | None:
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def forget_loads(self, storage: str) -> None:
+        for scope in self.scopes:
+            for key in [k for k in scope if k[0] == "load" and k[1] == storage]:
+                del scope[key]
+
+    def value(self, node: BodyValue, names: dict[int, str]) -> str:
+        """Emit `node` (and what it needs) once; its C++ variable name."""
+        done = names.get(id(node))
+        if done is not None:
+            return done
+        if node.op == "masked":
+            return self._masked(node, names)
+        if node.op == "load":
+            if node.args[2]:  # indirect loads are not shared
+                key: tuple[object, ...] = ("indirect", self.fresh())
+            else:
+                key = ("load", str(node.args[0]), str(node.args[1]), node.dtype)
+        else:
+            operands = [
+                self.value(child, names) if isinstance(child, BodyValue) else child
+                for child in node.args
+            ]
+            key = (node.op, *(_key(a) for a in operands), node.dtype)
+        found = self.lookup(key)
+        if found is not None:
+            names[id(node)] = found
+            return found
+        expression = self._expression(node, names)
+        if node.op == "constant":
+            names[id(node)] = expression
+            return expression
+        name = self.fresh()
+        self.line(f"{CPP_TYPES[node.dtype]} {name} = {expression};")
+        self.scopes[-1][key] = name
+        names[id(node)] = name
+        return name
+
+    def _expression(self, node: BodyValue, names: dict[int, str]) -> str:
+        op = node.op
+        cpp = CPP_TYPES[node.dtype]
+        if op == "load":
+            storage, index, indirect = node.args
+            assert isinstance(index, sympy.Expr) and isinstance(indirect, tuple)
+            substitution = {}
+            for symbol, chosen in indirect:
+                variable = self.fresh("ind")
+                self.line(f"int64_t {variable} = {self.value(chosen, names)};")
+                substitution[symbol] = sympy.Symbol(variable, integer=True)
+            local = self.locals.get(str(storage))
+            if local is not None:
+                return local
+            self.storages[str(storage)] = None
+            return f"{storage}[{self.index(index.xreplace(substitution))}]"
+        if op == "constant":
+            return literal(node.args[0], node.dtype)
+        if op == "index_expr":
+            return f"static_cast<{cpp}>({self.index(node.args[0])})"
+        if op == "to_dtype":
+            source = node.args[0]
+            assert isinstance(source, BodyValue)
+            return f"static_cast<{cpp}>({self.value(source, names)})"
+        if op == "where":
+            c, a, b = (self.value(arg, names) for arg in node.args)  # type: ignore[arg-type]
+            return f"({c} ? {a} : {b})"
+        operands = [self.value(arg, names) for arg in node.args]  # type: ignore[arg-type]
+        operand_type = cpp
+        if op in OPERAND_DTYPE_OPS:
+            first = node.args[0]
+            assert isinstance(first, BodyValue)
+            operand_type = CPP_TYPES[first.dtype]
+        return OPS[op](operands, operand_type)
+
+    def _masked(self, node: BodyValue, names: dict[int, str]) -> str:
+        mask, inner, other = node.args
+        assert isinstance(mask, BodyValue) and isinstance(inner, BodyValue)
+        condition = self.value(mask, names)
+        result = self.fresh()
+        self.line(f"{CPP_TYPES[node.dtype]} {result} = {literal(other, node.dtype)};")
+        scoped = dict(names)
+        with self.block(f"if ({condition})"):
+            self.line(f"{result} = {self.value(inner, scoped)};")
+        names[id(node)] = result
+        return result
+
+    # ---- kernel structure -------------------------------------------------------------------
+
+    def generate(self) -> KernelSource:
+        kernel = self.kernel
+        outer_vars = [index_var("x", i) for i in range(len(kernel.outer))]
+        numel = product(kernel.outer) * product(kernel.inner)
+        parallel_outer = bool(kernel.outer)
+        header_lines = self.lines
+        self.lines = []
+        self.depth = 1
+        loops_open = 0
+        if parallel_outer:
+            collapse = f" collapse({len(kernel.outer)})" if len(kernel.outer) > 1 else ""
+            simd = " simd" if not kernel.inner and len(kernel.outer) == 1 else ""
+            self.line(
+                f"#pragma omp parallel for{simd}{collapse} if({self.size(numel)} >= {PARALLEL_THRESHOLD}L)"
+            )
+            for variable, size in zip(outer_vars, kernel.outer):
+                self.line(
+                    f"for (int64_t {variable} = 0; {variable} < {self.size(size)}; ++{variable})"
+                )
+            self.line("{")
+            self.depth += 1
+            loops_open = 1
+        members = kernel.members
+        position = 0
+        while position < len(members):
+            member = members[position]
+            if member.level == "inner":
+                group = [
+                    m for m in members[position:] if m.level == "inner" and m.group == member.group
+                ]
+                self._inner(group, parallel=not parallel_outer)
+                position += len(group)
+                continue
+            if member.level == "reduction":
+                self._reduction(member, parallel=not parallel_outer and len(members) == 1)
+            else:
+                self._store(member, self.value(member.body, {}))
+            position += 1
+        for _ in range(loops_open):
+            self.depth -= 1
+            self.line("}")
+        body_lines = self.lines
+        self.lines = header_lines
+        arguments = [KernelArgument(name, "pointer") for name in self.storages]
+        arguments += [KernelArgument(name, "size") for name in sorted(self.sizes)]
+        params = [
+            f"void* p_{a.name}" if a.kind == "pointer" else f"int64_t {a.name}" for a in arguments
+        ]
+        casts = [
+            f"  auto* {a.name} = static_cast<{self._pointee(a.name)}*>(p_{a.name});"
+            for a in arguments
+            if a.kind == "pointer"
+        ]
+        source = "\n".join(
+            [f'extern "C" void {kernel.name}({", ".join(params)})', "{", *casts, *body_lines, "}"]
+        )
+        return KernelSource(kernel.name, source, arguments)
+
+    def _pointee(self, storage: str) -> str:
+        return CPP_TYPES[self.program.storages[storage].dtype]
+
+    def _store(self, member: Member, value: str) -> None:
+        storage = member.node.storage
+        cpp = CPP_TYPES[member.node.dtype]
+        if storage in self.kernel.local_buffers:
+            local = f"{storage}_v"
+            self.line(f"{cpp} {local} = {value};")
+            self.locals[storage] = local
+            return
+        self.storages[storage] = None
+        self.line(f"{storage}[{self.index(member.store_index)}] = {value};")
+        self.forget_loads(storage)
+
+    def _reduction_loops(self, parallel_clause: str) -> list[str]:
+        headers = []
+        for k, size in enumerate(self.kernel.inner):
+            variable = index_var("r", k)
+            headers.append(
+                f"for (int64_t {variable} = 0; {variable} < {self.size(size)}; ++{variable})"
+            )
+        return headers
+
+    def _reduction(self, member: Member, parallel: bool) -> None:
+        node = member.node
+        reduction_type = node.reduction_type
+        assert reduction_type is not None
+        dtype = node.dtype
+        value_dtype = member.body.dtype
+        accumulator = self.fresh("acc")
+        self.line(
+            f"{CPP_TYPES[value_dtype]} {accumulator} = {reduction_init(reduction_type, value_dtype)};"
+        )
+        arg = reduction_type in {"argmax", "argmin"}
+        if arg:
+            best = self.fresh("idx")
+            self.line(f"int64_t {best} = 0;")
+        headers = self._reduction_loops("")
+        numel = product(self.kernel.inner)
+        if reduction_type == "sum" and len(headers) == 1:
+            if parallel:
+                self.line(
+                    f"#pragma omp parallel for simd reduction(+:{accumulator}) if({self.size(numel)} >= {PARALLEL_THRESHOLD}L)"
+                )
+            else:
+                self.line(f"#pragma omp simd reduction(+:{accumulator})")
+        for header in headers[:-1]:
+            self.line(header + " {")
+            self.depth += 1
+        with self.block(headers[-1] if headers else ""):
+            value = self.value(member.body, {})
+            if arg:
+                flat = sympy.S.Zero
+                for k, size in enumerate(self.kernel.inner):
+                    flat = flat * size + index_var("r", k)
+                compare = ">" if reduction_type == "argmax" else "<"
+                with self.block(
+                    f"if ({value} {compare} {accumulator} || ({value} != {value} && {accumulator} == {accumulator}))"
+                ):
+                    self.line(f"{accumulator} = {value};")
+                    self.line(f"{best} = {self.index(flat)};")
+            else:
+                self.line(reduction_combine(reduction_type, accumulator, value, value_dtype))
+        for _ in headers[:-1]:
+            self.depth -= 1
+            self.line("}")
+        result = best if arg else accumulator
+        self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({result})")
+
+    def _inner(self, group: list[Member], parallel: bool) -> None:
+        headers = self._reduction_loops("")
+        numel = product(self.kernel.inner)
+        if len(headers) == 1:
+            if parallel:
+                self.line(
+                    f"#pragma omp parallel for simd if({self.size(numel)} >= {PARALLEL_THRESHOLD}L)"
+                )
+            else:
+                self.line("#pragma omp simd")
+        for header in headers[:-1]:
+            self.line(header + " {")
+            self.depth += 1
+        with self.block(headers[-1]):
+            for member in group:
+                self._store(member, self.value(member.body, {}))
+        for _ in headers[:-1]:
+            self.depth -= 1
+            self.line("}")
+
+
+def _key(value: object) -> object:
+    if isinstance(value, sympy.Basic):
+        return ("expr", str(value))
+    if isinstance(value, tuple):
+        return tuple(_key(v) for v in value)
+    if isinstance(value, torch.dtype):
+        return str(value)
+    return (type(value).__name__, repr(value))

@@ -1,0 +1,193 @@
+"""The C++ spelling of every loop-body op and reduction, keyed by IR op name.
+
+Each entry takes the C++ expressions of its operands (already cast to the op's compute
+dtype) and the result's C++ type. Helpers with torch's semantics (NaN-propagating max,
+Python-style remainder) live in the module prelude `PRELUDE`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+CPP_TYPES: dict[torch.dtype, str] = {
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.int64: "int64_t",
+    torch.int32: "int32_t",
+    torch.int16: "int16_t",
+    torch.int8: "int8_t",
+    torch.uint8: "uint8_t",
+    torch.bool: "bool",
+}
+
+PRELUDE = r"""
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <algorithm>
+#include <omp.h>
+
+template <typename T> static inline T ember_max(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) { if (a != a) return a; if (b != b) return b; }
+  return a > b ? a : b;
+}
+template <typename T> static inline T ember_min(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) { if (a != a) return a; if (b != b) return b; }
+  return a < b ? a : b;
+}
+template <typename T> static inline T ember_remainder(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) {
+    T r = std::fmod(a, b);
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  } else {
+    T r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  }
+}
+template <typename T> static inline T ember_fmod(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) return std::fmod(a, b); else return a % b;
+}
+template <typename T> static inline T ember_sign(T a) {
+  if constexpr (std::is_floating_point<T>::value) { if (a != a) return a; }
+  return static_cast<T>((a > T(0)) - (a < T(0)));
+}
+template <typename T> static inline T ember_pow(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    T result = 1;
+    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+    while (b) { if (b & 1) result *= a; a *= a; b >>= 1; }
+    return result;
+  } else return std::pow(a, b);
+}
+template <typename T> static inline T ember_div(T a, T b) { return a / b; }
+"""
+
+Emit = Callable[[list[str], str], str]
+
+
+def _call(fn: str) -> Emit:
+    return lambda a, t: f"{fn}({', '.join(a)})"
+
+
+def _infix(op: str) -> Emit:
+    return lambda a, t: f"({a[0]} {op} {a[1]})"
+
+
+OPS: dict[str, Emit] = {
+    "abs": lambda a, t: f"std::abs({a[0]})" if t != "bool" else a[0],
+    "neg": lambda a, t: f"(-{a[0]})",
+    "sign": lambda a, t: f"ember_sign<{t}>({a[0]})",
+    "signbit": _call("std::signbit"),
+    "exp": _call("std::exp"),
+    "exp2": _call("std::exp2"),
+    "expm1": _call("std::expm1"),
+    "log": _call("std::log"),
+    "log2": _call("std::log2"),
+    "log10": _call("std::log10"),
+    "log1p": _call("std::log1p"),
+    "sqrt": _call("std::sqrt"),
+    "rsqrt": lambda a, t: f"({t}(1) / std::sqrt({a[0]}))",
+    "reciprocal": lambda a, t: f"({t}(1) / {a[0]})",
+    "sin": _call("std::sin"),
+    "cos": _call("std::cos"),
+    "tan": _call("std::tan"),
+    "asin": _call("std::asin"),
+    "acos": _call("std::acos"),
+    "atan": _call("std::atan"),
+    "sinh": _call("std::sinh"),
+    "cosh": _call("std::cosh"),
+    "tanh": _call("std::tanh"),
+    "asinh": _call("std::asinh"),
+    "acosh": _call("std::acosh"),
+    "atanh": _call("std::atanh"),
+    "erf": _call("std::erf"),
+    "erfc": _call("std::erfc"),
+    "lgamma": _call("std::lgamma"),
+    "ceil": _call("std::ceil"),
+    "floor": _call("std::floor"),
+    "round": _call("std::nearbyint"),
+    "trunc": _call("std::trunc"),
+    "isnan": lambda a, t: f"({a[0]} != {a[0]})",
+    "isinf": lambda a, t: f"std::isinf(static_cast<double>({a[0]}))",
+    "isfinite": lambda a, t: f"std::isfinite(static_cast<double>({a[0]}))",
+    "bitwise_not": lambda a, t: f"(!{a[0]})" if t == "bool" else f"static_cast<{t}>(~{a[0]})",
+    "logical_not": lambda a, t: f"(!{a[0]})",
+    "add": lambda a, t: f"({a[0]} || {a[1]})" if t == "bool" else f"({a[0]} + {a[1]})",
+    "sub": _infix("-"),
+    "mul": lambda a, t: f"({a[0]} && {a[1]})" if t == "bool" else f"({a[0]} * {a[1]})",
+    "div": _infix("/"),
+    "remainder": lambda a, t: f"ember_remainder<{t}>({a[0]}, {a[1]})",
+    "fmod": lambda a, t: f"ember_fmod<{t}>({a[0]}, {a[1]})",
+    "pow": lambda a, t: f"ember_pow<{t}>({a[0]}, {a[1]})",
+    "atan2": _call("std::atan2"),
+    "hypot": _call("std::hypot"),
+    "copysign": _call("std::copysign"),
+    "nextafter": _call("std::nextafter"),
+    "maximum": lambda a, t: f"ember_max<{t}>({a[0]}, {a[1]})",
+    "minimum": lambda a, t: f"ember_min<{t}>({a[0]}, {a[1]})",
+    "bitwise_and": lambda a, t: f"static_cast<{t}>({a[0]} & {a[1]})",
+    "bitwise_or": lambda a, t: f"static_cast<{t}>({a[0]} | {a[1]})",
+    "bitwise_xor": lambda a, t: f"static_cast<{t}>({a[0]} ^ {a[1]})",
+    "shift_left": lambda a, t: f"static_cast<{t}>({a[0]} << {a[1]})",
+    "shift_right": lambda a, t: f"static_cast<{t}>({a[0]} >> {a[1]})",
+    "eq": _infix("=="),
+    "ne": _infix("!="),
+    "lt": _infix("<"),
+    "le": _infix("<="),
+    "gt": _infix(">"),
+    "ge": _infix(">="),
+    "logical_and": _infix("&&"),
+    "logical_or": _infix("||"),
+}
+
+# Ops whose operands keep their own dtype (the result dtype differs).
+OPERAND_DTYPE_OPS = frozenset(
+    {"eq", "ne", "lt", "le", "gt", "ge", "signbit", "isnan", "isinf", "isfinite"}
+)
+
+
+def literal(value: object, dtype: torch.dtype) -> str:
+    """A C++ literal of `dtype`."""
+    cpp = CPP_TYPES[dtype]
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if dtype.is_floating_point:
+        number = float(value)  # type: ignore[arg-type]
+        if math.isnan(number):
+            return f"std::numeric_limits<{cpp}>::quiet_NaN()"
+        if math.isinf(number):
+            sign = "-" if number < 0 else ""
+            return f"{sign}std::numeric_limits<{cpp}>::infinity()"
+        return f"static_cast<{cpp}>({number!r})"
+    return f"static_cast<{cpp}>({int(value)}L)"  # type: ignore[call-overload]
+
+
+def reduction_init(reduction_type: str, dtype: torch.dtype) -> str:
+    cpp = CPP_TYPES[dtype]
+    if reduction_type == "sum":
+        return literal(0, dtype)
+    if reduction_type == "prod":
+        return literal(1, dtype)
+    if reduction_type in {"max", "argmax"}:
+        if dtype.is_floating_point:
+            return f"-std::numeric_limits<{cpp}>::infinity()"
+        return f"std::numeric_limits<{cpp}>::lowest()"
+    if dtype.is_floating_point:
+        return f"std::numeric_limits<{cpp}>::infinity()"
+    return f"std::numeric_limits<{cpp}>::max()"
+
+
+def reduction_combine(reduction_type: str, accumulator: str, value: str, dtype: torch.dtype) -> str:
+    cpp = CPP_TYPES[dtype]
+    if reduction_type == "sum":
+        return f"{accumulator} = {accumulator} + {value};"
+    if reduction_type == "prod":
+        return f"{accumulator} = {accumulator} * {value};"
+    if reduction_type == "max":
+        return f"{accumulator} = ember_max<{cpp}>({accumulator}, {value});"
+    return f"{accumulator} = ember_min<{cpp}>({accumulator}, {value});"

@@ -1,0 +1,177 @@
+"""The Python wrapper: the function that runs a compiled graph.
+
+It binds inputs and size symbols, allocates buffers (`empty_strided`), calls each kernel with
+its storages' pointers, calls extern ops with strided views, frees each buffer after its last
+use, and returns the outputs as views of the storages they live in (so an output that aliases
+an input aliases it here too). Its source is plain text: it is cached, and printed under
+`EMBER_LOGS=output_code`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from ember.inductor.codegen.backend import CodegenBackend, KernelSource
+from ember.inductor.codegen.cpp.printer import python_index
+from ember.inductor.ir.program import ExternNode, Program, TensorArg
+from ember.inductor.ir.tensors import Layout
+from ember.inductor.scheduler.fusion import Kernel, ScheduledNode
+
+
+def generate_wrapper(
+    program: Program,
+    scheduled: Sequence[ScheduledNode],
+    sources: dict[str, KernelSource],
+    backend: CodegenBackend,
+) -> str:
+    lines = ["def call(args):"]
+    emit = lines.append
+    inputs = program.input_storages
+    if inputs:
+        emit(f"    {', '.join(inputs)}, = args")
+    for symbol, (position, dim) in program.size_symbols.items():
+        emit(f"    {symbol} = {inputs[position]}.shape[{dim}]")
+    local: set[str] = set()
+    for item in scheduled:
+        if isinstance(item, Kernel):
+            local |= item.local_buffers
+    last_use = _last_uses(program, scheduled)
+    allocated: set[str] = set()
+    for position, item in enumerate(scheduled):
+        if isinstance(item, Kernel):
+            source = sources[item.name]
+            for argument in source.arguments:
+                name = argument.name
+                if argument.kind != "pointer" or name in allocated or name in inputs:
+                    continue
+                layout = program.storages[name].layout
+                if layout is not None and name not in local:
+                    emit(
+                        f"    {name} = empty_strided({_shape(layout.size)}, {_shape(layout.stride)}, dtype={layout.dtype})"
+                    )
+                    allocated.add(name)
+            call_args = [
+                f"{a.name}.untyped_storage().data_ptr()"
+                if a.name in inputs or program.storages[a.name].layout is None
+                else backend.pointer(a.name)
+                if a.kind == "pointer"
+                else a.name
+                for a in source.arguments
+            ]
+            emit(f"    kernels[{item.name!r}]({', '.join(call_args)})")
+        else:
+            _extern(emit, item, program)
+            allocated.update(o for o in item.outputs if o is not None)
+        dead = sorted(n for n, last in last_use.items() if last == position and n in allocated)
+        if dead:
+            emit(f"    del {', '.join(dead)}")
+    results = [_output(arg, program) for arg in program.outputs]
+    emit(f"    return ({''.join(r + ', ' for r in results)})")
+    return "\n".join(lines) + "\n"
+
+
+def _last_uses(program: Program, scheduled: Sequence[ScheduledNode]) -> dict[str, int]:
+    kept = {arg.storage for arg in program.outputs if isinstance(arg, TensorArg)}
+    last: dict[str, int] = {}
+    for position, item in enumerate(scheduled):
+        if isinstance(item, Kernel):
+            used = {m.node.storage for m in item.members}
+            for member in item.members:
+                from ember.inductor.ir import body
+
+                used |= {str(load.args[0]) for load in body.loads(member.body)}
+        else:
+            used = item.reads() | item.writes()
+        for name in used:
+            if name not in kept and not program.storages[name].is_input:
+                last[name] = position
+    return last
+
+
+def _shape(sizes: Sequence[Any]) -> str:
+    return "(" + "".join(f"{python_index(s)}, " for s in sizes) + ")"
+
+
+def _view(arg: TensorArg, program: Program) -> str:
+    layout = arg.layout
+    own: Layout | None = program.storages[arg.storage].layout
+    if (
+        own is not None
+        and own.size == layout.size
+        and own.stride == layout.stride
+        and layout.offset == 0
+    ):
+        return arg.storage
+    return (
+        f"as_strided({arg.storage}, {_shape(layout.size)}, {_shape(layout.stride)}, "
+        f"{python_index(layout.offset)})"
+    )
+
+
+def _literal(value: Any, program: Program) -> str:
+    if isinstance(value, TensorArg):
+        return _view(value, program)
+    if isinstance(value, (list, tuple)):
+        inner = "".join(_literal(v, program) + ", " for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return f"float({str(value)!r})"
+        return repr(value)
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
+        return str(value)
+    if isinstance(value, sympy.Basic):
+        return python_index(value)
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    raise TypeError(f"cannot pass {value!r} to an extern op")
+
+
+def _extern(emit: Any, node: ExternNode, program: Program) -> None:
+    args = [_literal(a, program) for a in node.args]
+    args += [f"{k}={_literal(v, program)}" for k, v in node.kwargs.items()]
+    note = f"  # {node.source}" if node.source else ""
+    call = f"ops[{node.target!r}]({', '.join(args)})"
+    if not any(o is not None for o in node.outputs):
+        emit(f"    {call}{note}")
+        return
+    emit(f"    result = flatten_result({call}){note}")
+    for position, storage in enumerate(node.outputs):
+        if storage is None:
+            continue
+        emit(f"    {storage} = result[{position}]")
+
+
+def _output(arg: object, program: Program) -> str:
+    if isinstance(arg, TensorArg):
+        return _view(arg, program)
+    return _literal(arg, program)
+
+
+def flatten_result(result: Any) -> list[Any]:
+    """An op's result as a flat list of tensors (and Nones), aligned with the node's outputs."""
+    if isinstance(result, torch.Tensor) or result is None:
+        return [result]
+    flat: list[Any] = []
+    for item in result:
+        flat.extend(flatten_result(item) if isinstance(item, (list, tuple)) else [item])
+    return flat
+
+
+def wrapper_namespace(kernels: dict[str, Any], ops: dict[str, Any]) -> dict[str, Any]:
+    """The globals the wrapper source runs with."""
+    return {
+        "torch": torch,
+        "empty_strided": torch.empty_strided,
+        "as_strided": torch.as_strided,
+        "flatten_result": flatten_result,
+        "kernels": kernels,
+        "ops": ops,
+    }

@@ -1,0 +1,15 @@
+"""ember-inductor's exception family."""
+
+from __future__ import annotations
+
+
+class InductorError(Exception):
+    """Base of every error ember-inductor raises."""
+
+
+class CompileError(InductorError):
+    """Generated code did not compile, or no compiler is available."""
+
+
+class LoweringError(InductorError):
+    """A Graph could not be lowered; the message names the node and the user's line."""

@@ -1,0 +1,93 @@
+"""The realized program lowering produces: storages, loop nodes (pointwise or reduction
+bodies that store one buffer), extern calls (torch ops on realized tensors) and outputs,
+in program order. The scheduler groups its loop nodes into kernels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+
+from ember.inductor.ir.body import BodyValue, walk
+from ember.inductor.ir.indexing import Expr
+from ember.inductor.ir.tensors import Layout
+
+
+@dataclass
+class Storage:
+    """Memory the program reads or writes: a graph input or a buffer it allocates."""
+
+    name: str
+    dtype: torch.dtype
+    layout: Layout | None  # how a buffer is allocated; None for inputs and extern results
+    is_input: bool = False
+
+
+@dataclass
+class LoopNode:
+    """Store `body` into `storage` at `store_index` for every point of `ranges`; a reduction
+    node reduces `body` over `reduction_ranges` first (variables `x*` and `r*`)."""
+
+    name: str
+    storage: str
+    store_index: Expr
+    ranges: tuple[Expr, ...]
+    variables: tuple[sympy.Symbol, ...]
+    body: BodyValue
+    dtype: torch.dtype
+    origins: tuple[str, ...]
+    reduction_ranges: tuple[Expr, ...] = ()
+    reduction_variables: tuple[sympy.Symbol, ...] = ()
+    reduction_type: str | None = None
+
+    def reads(self) -> set[str]:
+        return {str(value.args[0]) for value in walk(self.body) if value.op == "load"}
+
+    def writes(self) -> set[str]:
+        return {self.storage}
+
+
+@dataclass
+class TensorArg:
+    """A tensor argument of an extern call: a strided view of a storage."""
+
+    storage: str
+    layout: Layout
+
+
+@dataclass
+class ExternNode:
+    """A call of a torch op on realized tensors (matmul, convolution, or a fallback)."""
+
+    name: str
+    target: str  # qualified op name, resolved with ember.prims.resolve_op
+    args: list[object]  # literals, TensorArg, lists of them
+    kwargs: dict[str, object]
+    outputs: list[str | None]  # one storage per tensor output of the flat result
+    reads_from: set[str]
+    writes_to: set[str]  # storages the op mutates in place
+    origins: tuple[str, ...]
+    is_fallback: bool = False
+    source: str = ""
+
+    def reads(self) -> set[str]:
+        return self.reads_from
+
+    def writes(self) -> set[str]:
+        return {*self.writes_to, *(o for o in self.outputs if o is not None)}
+
+
+ProgramNode = LoopNode | ExternNode
+
+
+@dataclass
+class Program:
+    """What the wrapper runs: inputs by position, nodes in order, outputs as views."""
+
+    storages: dict[str, Storage] = field(default_factory=dict)
+    input_storages: list[str] = field(default_factory=list)  # graph input position -> storage
+    nodes: list[ProgramNode] = field(default_factory=list)
+    outputs: list[object] = field(default_factory=list)  # TensorArg or literal per leaf
+    size_symbols: dict[str, tuple[int, int]] = field(default_factory=dict)  # symbol -> (input, dim)

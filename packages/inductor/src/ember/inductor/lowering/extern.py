@@ -1,0 +1,35 @@
+"""Extern kernels: matrix multiply, convolution and attention run torch's own kernels on
+realized tensors (vendor libraries beat generated loops there). These ATen ops are kept
+whole by the decomposition pass (`EXTERN_OPS`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.inductor.lowering.graph_lowering import LoweringContext
+from ember.inductor.lowering.table import lowers
+
+EXTERN_OPS = (
+    "aten::mm.default",
+    "aten::addmm.default",
+    "aten::bmm.default",
+    "aten::baddbmm.default",
+    "aten::convolution.default",
+    "aten::_convolution.default",
+    "aten::convolution_backward.default",
+    "aten::_scaled_dot_product_flash_attention_for_cpu.default",
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward.default",
+    "prims::matmul",
+    "prims::convolution",
+)
+
+
+def _extern(target: str) -> None:
+    @lowers(target)
+    def lower(ctx: LoweringContext, *args: Any, **kwargs: Any) -> list[Any]:
+        return ctx.extern(target, args, kwargs, is_fallback=False)
+
+
+for _target in EXTERN_OPS:
+    _extern(_target)

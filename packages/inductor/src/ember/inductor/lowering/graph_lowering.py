@@ -1,0 +1,474 @@
+"""Walk a Graph node by node and lower it into a `Program`.
+
+Pointwise ops and views stay `Lazy` (inlined into their readers); a value is realized into a
+buffer when something needs memory (a reduction's result, an extern call's argument, a graph
+output, a value read by many with a large body). Writes (`prims::copy_to`, fallbacks that
+mutate) first realize every pending lazy reader of the written storage, so reads and writes
+keep program order. Ops without a lowering become fallback calls of the op itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from ember.inductor.ir import body
+from ember.inductor.ir.indexing import Expr, as_expr, index_var
+from ember.inductor.ir.program import ExternNode, LoopNode, Program, Storage, TensorArg
+from ember.inductor.ir.tensors import Layout, Lazy, StorageView, TensorValue
+from ember.inductor.lowering.table import LOWERINGS
+from ember.prims import Graph, Node, Ref, TensorSpec, Value
+from ember.prims.logs import topic_logger
+from ember.prims.ops import op_schema
+
+perf_hints = topic_logger("perf_hints")
+logger = logging.getLogger("ember.inductor")
+
+# dtypes the loop-level IR computes in; ops touching others fall back to their ATen call.
+SUPPORTED_DTYPES = frozenset(
+    {torch.float32, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8,
+     torch.uint8, torch.bool}
+)  # fmt: skip
+
+# A lazy value read by more than one node is computed once into a buffer past this cost.
+REALIZE_SHARED_COST = 16
+# Any lazy value is computed into a buffer past this cost (bounds inlined body sizes).
+REALIZE_ANY_COST = 400
+
+
+class Unlowerable(Exception):
+    """A lowering declines a node (unsupported argument); the node falls back to its op."""
+
+
+class _Restart(Exception):
+    """A lazy value that has views is written in place: lower again, realizing it early."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+@dataclass
+class LoweringContext:
+    """The state of one lowering: the Program being built and the value of every name."""
+
+    graph: Graph
+    program: Program = field(default_factory=Program)
+    env: dict[str, Any] = field(default_factory=dict)
+    uses_left: dict[str, int] = field(default_factory=dict)
+    force_realize: set[str] = field(default_factory=set)
+    node: Node | None = None
+    counter: int = 0
+
+    # ---- names and buffers --------------------------------------------------------------
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def origin(self) -> str:
+        if self.node is None:
+            return "output"
+        return self.node.target.split("::")[-1].split(".")[0]
+
+    def new_buffer(self, layout: Layout) -> str:
+        name = self.fresh("buf")
+        self.program.storages[name] = Storage(name, layout.dtype, layout)
+        return name
+
+    # ---- realization -----------------------------------------------------------------------
+
+    def realize(self, value: TensorValue, layout: Layout | None = None) -> StorageView:
+        """The value computed into memory (a no-op for a storage view)."""
+        if isinstance(value, StorageView):
+            return value
+        if value.realized is not None:
+            return value.realized
+        if layout is None or not _dense(layout):
+            layout = Layout.contiguous(value.dtype, value.size)
+        storage = self.new_buffer(layout)
+        variables, tree = _trace(value.fn, value.size, "x")
+        self.program.nodes.append(
+            LoopNode(
+                name=storage,
+                storage=storage,
+                store_index=layout.index(variables),
+                ranges=tuple(value.size),
+                variables=tuple(variables),
+                body=tree,
+                dtype=value.dtype,
+                origins=value.origins or (self.origin(),),
+            )
+        )
+        value.realized = StorageView(storage, layout)
+        return value.realized
+
+    def reduction(
+        self,
+        fn: body.Loader,
+        ranges: Sequence[Expr],
+        reduction_ranges: Sequence[Expr],
+        reduction_type: str,
+        dtype: torch.dtype,
+        origins: tuple[str, ...],
+    ) -> StorageView:
+        """A reduction node: `fn(x + r)` reduced over `r` for every `x`; its buffer's view."""
+        layout = Layout.contiguous(dtype, tuple(ranges))
+        storage = self.new_buffer(layout)
+        xs = [index_var("x", i) for i in range(len(ranges))]
+        rs = [index_var("r", i) for i in range(len(reduction_ranges))]
+        tree = fn([*xs, *rs])
+        self.program.nodes.append(
+            LoopNode(
+                name=storage,
+                storage=storage,
+                store_index=layout.index(xs),
+                ranges=tuple(ranges),
+                variables=tuple(xs),
+                body=tree,
+                dtype=dtype,
+                origins=(*origins, self.origin()),
+                reduction_ranges=tuple(reduction_ranges),
+                reduction_variables=tuple(rs),
+                reduction_type=reduction_type,
+            )
+        )
+        return StorageView(storage, layout)
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    def before_write(self, storage: str) -> None:
+        """Compute every pending lazy value that reads `storage` (and is read later)."""
+        for name, value in list(self.env.items()):
+            if (
+                isinstance(value, Lazy)
+                and value.realized is None
+                and storage in value.reads
+                and self.uses_left.get(name, 0) > 0
+            ):
+                self.realize(value, self.spec_layout(name))
+
+    def store(self, destination: StorageView, source: TensorValue) -> None:
+        """Write `source` (broadcast to its shape, cast to its dtype) into `destination`."""
+        self.before_write(destination.storage)
+        size = destination.size
+        variables = [index_var("x", i) for i in range(len(size))]
+        store_index = destination.layout.index(variables)
+        load_source = broadcast_loader(source, size)
+        tree = body.to_dtype(load_source(variables), destination.dtype)
+        clashing = [
+            value
+            for value in body.loads(tree)
+            if value.args[0] == destination.storage
+            and sympy.expand(value.args[1] - store_index) != 0
+        ]
+        if clashing:  # the source reads other elements of what it overwrites: copy first
+            source = self.realize(source) if isinstance(source, Lazy) else _copy(self, source)
+            tree = body.to_dtype(broadcast_loader(source, size)(variables), destination.dtype)
+        self.program.nodes.append(
+            LoopNode(
+                name=self.fresh("store"),
+                storage=destination.storage,
+                store_index=store_index,
+                ranges=tuple(size),
+                variables=tuple(variables),
+                body=tree,
+                dtype=destination.dtype,
+                origins=(self.origin(),),
+            )
+        )
+
+    # ---- extern calls -----------------------------------------------------------------------
+
+    def extern(
+        self, target: str, args: Sequence[Any], kwargs: dict[str, Any], is_fallback: bool
+    ) -> list[Any]:
+        """Call `target` on realized arguments; returns the current node's outputs' values."""
+        node = self.node
+        assert node is not None
+        reads: set[str] = set()
+        writes: set[str] = set()
+        schema = op_schema(target)
+        mutated = _mutated_positions(schema)
+
+        def as_arg(value: Any, position: int | str | None) -> Any:
+            if isinstance(value, Lazy):
+                if position in mutated and value.family.viewed and value.realized is None:
+                    raise _Restart(value.family.root or "")
+                value = self.realize(value)
+            if isinstance(value, StorageView):
+                reads.add(value.storage)
+                if position in mutated:
+                    self.before_write(value.storage)
+                    writes.add(value.storage)
+                return TensorArg(value.storage, value.layout)
+            if isinstance(value, (list, tuple)):
+                return [as_arg(item, position) for item in value]
+            return value
+
+        call_args = [as_arg(a, i) for i, a in enumerate(args)]
+        call_kwargs = {k: as_arg(v, k) for k, v in kwargs.items()}
+        results: list[Any] = []
+        storages: list[str | None] = []
+        for position, output in enumerate(node.outputs):
+            aliased = _aliased_argument(schema, position)
+            if aliased is not None and isinstance(output, Value):
+                source = args[aliased] if isinstance(aliased, int) else kwargs[aliased]
+                results.append(source.realized if isinstance(source, Lazy) else source)
+                storages.append(None)
+                continue
+            outputs = output if isinstance(output, list) else [output]
+            values: list[Any] = []
+            for value in outputs:
+                if value is None or not isinstance(value.spec, TensorSpec):
+                    storages.append(None)
+                    values.append(None)
+                    continue
+                name = self.fresh("buf")
+                layout = spec_layout(value.spec)
+                self.program.storages[name] = Storage(name, layout.dtype, None)
+                storages.append(name)
+                values.append(StorageView(name, layout))
+            results.append(values if isinstance(output, list) else values[0])
+        source = node.source.short() if node.source is not None else ""
+        self.program.nodes.append(
+            ExternNode(
+                name=self.fresh("extern"),
+                target=target,
+                args=call_args,
+                kwargs=call_kwargs,
+                outputs=storages,
+                reads_from=reads,
+                writes_to=writes,
+                origins=(self.origin(),),
+                is_fallback=is_fallback,
+                source=source,
+            )
+        )
+        return results
+
+    # ---- specs -------------------------------------------------------------------------------
+
+    def spec_layout(self, name: str) -> Layout | None:
+        value = self.graph_values.get(name)
+        if value is None or not isinstance(value.spec, TensorSpec):
+            return None
+        return spec_layout(value.spec)
+
+    @property
+    def graph_values(self) -> dict[str, Value]:
+        cached: dict[str, Value] | None = getattr(self, "_values", None)
+        if cached is None:
+            cached = self.graph.values()
+            self._values = cached
+        return cached
+
+    def output_spec(self, position: int = 0) -> TensorSpec:
+        assert self.node is not None
+        output = self.node.outputs[position]
+        assert isinstance(output, Value) and isinstance(output.spec, TensorSpec)
+        return output.spec
+
+
+def spec_layout(spec: TensorSpec) -> Layout:
+    return Layout(
+        spec.dtype,
+        tuple(as_expr(s) for s in spec.shape),
+        tuple(as_expr(s) for s in spec.strides),
+        as_expr(spec.storage_offset),
+    )
+
+
+def broadcast_loader(value: TensorValue, size: Sequence[Expr]) -> body.Loader:
+    """Read `value` broadcast (right-aligned, size-1 dims repeated) to `size`."""
+    load = value.loader()
+    own = value.size
+    lead = len(size) - len(own)
+    if tuple(own) == tuple(size):
+        return load
+
+    def fn(index: body.Index) -> body.BodyValue:
+        return load(
+            [
+                sympy.S.Zero if s == 1 and o != 1 else i
+                for i, s, o in zip(index[lead:], own, size[lead:])
+            ]
+        )
+
+    return fn
+
+
+def lower_graph(graph: Graph) -> Program:
+    """The Program computing `graph`; lowers again when a viewed lazy value is written."""
+    force: set[str] = set()
+    while True:
+        try:
+            return _lower(graph, force)
+        except _Restart as restart:
+            if restart.name in force:
+                raise RuntimeError(f"lowering cannot realize {restart.name}") from None
+            force.add(restart.name)
+
+
+def _lower(graph: Graph, force: set[str]) -> Program:
+    ctx = LoweringContext(graph, force_realize=set(force))
+    program = ctx.program
+    for position, graph_input in enumerate(graph.inputs):
+        spec = graph_input.value.spec
+        if not isinstance(spec, TensorSpec):
+            raise Unlowerable(f"input {graph_input.value.name} is not a tensor")
+        name = f"in{position}"
+        layout = spec_layout(spec)
+        program.storages[name] = Storage(name, spec.dtype, None, is_input=True)
+        program.input_storages.append(name)
+        ctx.env[graph_input.value.name] = StorageView(name, layout)
+        for dim, size in enumerate(spec.shape):
+            if isinstance(size, sympy.Symbol) and str(size) not in program.size_symbols:
+                program.size_symbols[str(size)] = (position, dim)
+    for node in graph.nodes:
+        for ref in _refs([node.args, list(node.kwargs.values())]):
+            ctx.uses_left[ref] = ctx.uses_left.get(ref, 0) + 1
+    for ref in _refs(graph.output_leaves):
+        ctx.uses_left[ref] = ctx.uses_left.get(ref, 0) + 1
+    for node in graph.nodes:
+        _lower_node(ctx, node)
+    for leaf in graph.output_leaves:
+        if isinstance(leaf, Ref):
+            value = ctx.env[leaf.name]
+            if isinstance(value, TensorValue):
+                view = ctx.realize(value, ctx.spec_layout(leaf.name))
+                program.outputs.append(TensorArg(view.storage, view.layout))
+                continue
+            program.outputs.append(value)
+        else:
+            program.outputs.append(leaf)
+    return program
+
+
+def _lower_node(ctx: LoweringContext, node: Node) -> None:
+    ctx.node = node
+    args = [_bind(ctx, a) for a in node.args]
+    kwargs = {k: _bind(ctx, v) for k, v in node.kwargs.items()}
+    lowering = LOWERINGS.get(node.target)
+    results: Any = None
+    if lowering is not None and _supported(node):
+        try:
+            results = lowering(ctx, *args, **kwargs)
+        except Unlowerable as reason:
+            _hint(node, f"no lowering for these arguments ({reason})")
+            results = None
+    elif lowering is None:
+        _hint(node, "no lowering")
+    else:
+        _hint(node, "dtype not supported by the loop-level IR")
+    if results is None:
+        results = ctx.extern(node.target, args, kwargs, is_fallback=True)
+    if not isinstance(results, list):
+        results = [results]
+    for output, result in zip(node.outputs, results):
+        if isinstance(output, Value):
+            ctx.env[output.name] = result
+        elif isinstance(output, list):
+            for item, value in zip(output, result):
+                ctx.env[item.name] = value
+    for ref in _refs([node.args, list(node.kwargs.values())]):
+        ctx.uses_left[ref] -= 1
+    for value in node.output_values():
+        lowered = ctx.env.get(value.name)
+        if not isinstance(lowered, Lazy) or lowered.realized is not None:
+            continue
+        if lowered.family.root is None:
+            lowered.family.root = value.name
+        shared = ctx.uses_left.get(value.name, 0) > 1 and lowered.cost > REALIZE_SHARED_COST
+        if value.name in ctx.force_realize or shared or lowered.cost > REALIZE_ANY_COST:
+            ctx.realize(lowered, ctx.spec_layout(value.name))
+
+
+def _bind(ctx: LoweringContext, arg: Any) -> Any:
+    if isinstance(arg, Ref):
+        value = ctx.env[arg.name]
+        if isinstance(value, Lazy) and value.realized is not None:
+            return value.realized
+        return value
+    if isinstance(arg, list):
+        return [_bind(ctx, a) for a in arg]
+    if isinstance(arg, tuple):
+        return tuple(_bind(ctx, a) for a in arg)
+    return arg
+
+
+def _refs(tree: Any) -> list[str]:
+    if isinstance(tree, Ref):
+        return [tree.name]
+    if isinstance(tree, (list, tuple)):
+        return [name for item in tree for name in _refs(item)]
+    if isinstance(tree, dict):
+        return [name for item in tree.values() for name in _refs(item)]
+    return []
+
+
+def _supported(node: Node) -> bool:
+    for value in node.output_values():
+        if isinstance(value.spec, TensorSpec) and value.spec.dtype not in SUPPORTED_DTYPES:
+            return False
+    return True
+
+
+def _hint(node: Node, why: str) -> None:
+    where = f"{node.source.short()}: {node.source.code.strip()}" if node.source else "unknown line"
+    perf_hints.info("%s falls back to its eager kernel (%s) at %s", node.target, why, where)
+
+
+def _trace(
+    fn: body.Loader, size: Sequence[Expr], prefix: str
+) -> tuple[list[sympy.Symbol], body.BodyValue]:
+    variables = [index_var(prefix, i) for i in range(len(size))]
+    return variables, fn(variables)
+
+
+def _copy(ctx: LoweringContext, value: StorageView) -> StorageView:
+    fresh = Lazy(value.dtype, value.size, value.loader(), value.reads, (ctx.origin(),))
+    return ctx.realize(fresh)
+
+
+def _dense(layout: Layout) -> bool:
+    """Whether a layout covers a block of memory once (so it can be allocated as is)."""
+    if layout.offset != 0:
+        return False
+    dims = [(s, n) for s, n in zip(layout.stride, layout.size) if n != 1]
+    if not all(isinstance(s, sympy.Integer) and isinstance(n, sympy.Integer) for s, n in dims):
+        return Layout.contiguous(layout.dtype, layout.size).stride == layout.stride
+    expected = 1
+    for stride, size in sorted(dims, key=lambda d: int(d[0])):
+        if int(stride) != expected:
+            return False
+        expected *= int(size)
+    return True
+
+
+def _mutated_positions(schema: torch.FunctionSchema | None) -> set[int | str]:
+    if schema is None:
+        return set()
+    positions: set[int | str] = set()
+    for i, argument in enumerate(schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            positions.add(argument.name if argument.kwarg_only else i)
+            positions.add(argument.name)
+    return positions
+
+
+def _aliased_argument(schema: torch.FunctionSchema | None, position: int) -> int | str | None:
+    if schema is None or position >= len(schema.returns):
+        return None
+    alias = schema.returns[position].alias_info
+    if alias is None or not alias.is_write:  # a view returned by a fallback is its own storage
+        return None
+    for i, argument in enumerate(schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.before_set & alias.before_set:
+            return argument.name if argument.kwarg_only else i
+    return None

@@ -1,0 +1,190 @@
+"""Lowerings of view prims. A view of memory stays a view of the same storage with a new
+layout (so it aliases, as in eager); a view of a lazy tensor is an index function over it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+
+from ember.inductor.ir import body
+from ember.inductor.ir.indexing import Expr, as_expr, contiguous_strides, flat_index, unflatten
+from ember.inductor.ir.tensors import Layout, StorageView, TensorValue, view_of
+from ember.inductor.lowering.graph_lowering import LoweringContext, spec_layout
+from ember.inductor.lowering.table import lowers
+from ember.prims import Ref
+
+
+def _view(
+    value: TensorValue,
+    size: Sequence[Expr],
+    to_input: Any,
+    layout: Layout | None,
+) -> TensorValue:
+    """A storage view with `layout` when `value` is memory, else an index function."""
+    if isinstance(value, StorageView) and layout is not None:
+        return StorageView(value.storage, layout)
+    load = value.loader()
+    return view_of(value, size, lambda index: load(to_input(index)))
+
+
+@lowers("prims::broadcast_in_dim")
+def broadcast_in_dim(
+    ctx: LoweringContext, a: TensorValue, shape: Sequence[Any], broadcast_dimensions: Sequence[int]
+) -> TensorValue:
+    size = tuple(as_expr(s) for s in shape)
+    own = a.size
+
+    def to_input(index: body.Index) -> list[Expr]:
+        return [
+            sympy.S.Zero if own[k] == 1 and size[d] != 1 else index[d]
+            for k, d in enumerate(broadcast_dimensions)
+        ]
+
+    layout = None
+    if isinstance(a, StorageView):
+        stride: list[Expr] = [sympy.S.Zero] * len(size)
+        for k, d in enumerate(broadcast_dimensions):
+            stride[d] = sympy.S.Zero if own[k] == 1 and size[d] != 1 else a.layout.stride[k]
+        layout = Layout(a.dtype, size, tuple(stride), a.layout.offset)
+    return _view(a, size, to_input, layout)
+
+
+@lowers("prims::permute")
+def permute(ctx: LoweringContext, a: TensorValue, dims: Sequence[int]) -> TensorValue:
+    ndim = len(a.size)
+    dims = [d % ndim for d in dims]
+    size = tuple(a.size[d] for d in dims)
+
+    def to_input(index: body.Index) -> list[Expr]:
+        result: list[Expr] = [sympy.S.Zero] * ndim
+        for j, d in enumerate(dims):
+            result[d] = index[j]
+        return result
+
+    layout = None
+    if isinstance(a, StorageView):
+        stride = tuple(a.layout.stride[d] for d in dims)
+        layout = Layout(a.dtype, size, stride, a.layout.offset)
+    return _view(a, size, to_input, layout)
+
+
+@lowers("prims::squeeze")
+def squeeze(ctx: LoweringContext, a: TensorValue, dims: Sequence[int]) -> TensorValue:
+    ndim = len(a.size)
+    drop = {d % ndim for d in dims if a.size[d % ndim] == 1}
+    keep = [d for d in range(ndim) if d not in drop]
+    size = tuple(a.size[d] for d in keep)
+
+    def to_input(index: body.Index) -> list[Expr]:
+        result: list[Expr] = [sympy.S.Zero] * ndim
+        for j, d in enumerate(keep):
+            result[d] = index[j]
+        return result
+
+    layout = None
+    if isinstance(a, StorageView):
+        layout = Layout(a.dtype, size, tuple(a.layout.stride[d] for d in keep), a.layout.offset)
+    return _view(a, size, to_input, layout)
+
+
+@lowers("prims::unsqueeze")
+def unsqueeze(ctx: LoweringContext, a: TensorValue, dim: int) -> TensorValue:
+    ndim = len(a.size) + 1
+    dim = dim % ndim
+    size = (*a.size[:dim], sympy.S.One, *a.size[dim:])
+
+    def to_input(index: body.Index) -> list[Expr]:
+        return [*index[:dim], *index[dim + 1 :]]
+
+    layout = None
+    if isinstance(a, StorageView):
+        stride = list(a.layout.stride)
+        stride.insert(dim, sympy.S.One)
+        layout = Layout(a.dtype, size, tuple(stride), a.layout.offset)
+    return _view(a, size, to_input, layout)
+
+
+@lowers("prims::slice")
+def slice_(
+    ctx: LoweringContext,
+    a: TensorValue,
+    start_indices: Sequence[Any],
+    limit_indices: Sequence[Any],
+    strides: Sequence[int] | None = None,
+) -> TensorValue:
+    steps = [as_expr(s) for s in (strides or [1] * len(a.size))]
+    starts = [as_expr(s) for s in start_indices]
+    size = tuple(as_expr(s) for s in ctx.output_spec().shape)
+
+    def to_input(index: body.Index) -> list[Expr]:
+        return [start + i * step for start, i, step in zip(starts, index, steps)]
+
+    layout = None
+    if isinstance(a, StorageView):
+        offset = a.layout.offset + flat_index(starts, a.layout.stride)
+        stride = tuple(s * step for s, step in zip(a.layout.stride, steps))
+        layout = Layout(a.dtype, size, stride, offset)
+    return _view(a, size, to_input, layout)
+
+
+@lowers("prims::flip")
+def flip(ctx: LoweringContext, a: TensorValue, dims: Sequence[int]) -> TensorValue:
+    ndim = len(a.size)
+    flipped = {d % ndim for d in dims}
+    size = a.size
+
+    def to_input(index: body.Index) -> list[Expr]:
+        return [size[d] - 1 - i if d in flipped else i for d, i in enumerate(index)]
+
+    # torch has no negative strides: a flipped view is an index function, never a layout
+    return _view(a, size, to_input, None)
+
+
+def _reshape(ctx: LoweringContext, a: TensorValue, is_view: bool) -> TensorValue:
+    spec = ctx.output_spec()
+    size = tuple(as_expr(s) for s in spec.shape)
+    own = a.size
+
+    def to_input(index: body.Index) -> list[Expr]:
+        return unflatten(flat_index(index, contiguous_strides(size)), own)
+
+    layout = None
+    if isinstance(a, StorageView):
+        dense = all(
+            n == 1 or s == c for s, c, n in zip(a.layout.stride, contiguous_strides(own), own)
+        )
+        if dense:
+            layout = Layout(a.dtype, size, contiguous_strides(size), a.layout.offset)
+        elif is_view:
+            layout = spec_layout(spec)
+    return _view(a, size, to_input, layout)
+
+
+@lowers("prims::view")
+def view(ctx: LoweringContext, a: TensorValue, shape: Sequence[Any]) -> TensorValue:
+    return _reshape(ctx, a, is_view=True)
+
+
+@lowers("prims::reshape")
+def reshape(ctx: LoweringContext, a: TensorValue, shape: Sequence[Any]) -> TensorValue:
+    return _reshape(ctx, a, is_view=False)
+
+
+@lowers("prims::as_strided")
+def as_strided(
+    ctx: LoweringContext, a: TensorValue, shape: Sequence[Any], strides: Sequence[Any], offset: Any
+) -> TensorValue:
+    spec = ctx.output_spec()
+    assert ctx.node is not None
+    argument = ctx.node.args[0]
+    base = ctx.realize(a, ctx.spec_layout(argument.name) if isinstance(argument, Ref) else None)
+    layout = Layout(
+        spec.dtype,
+        tuple(as_expr(s) for s in shape),
+        tuple(as_expr(s) for s in strides),
+        as_expr(offset),
+    )
+    return StorageView(base.storage, layout)

@@ -1,0 +1,153 @@
+"""The inductor pipeline: one function of named passes from a Graph to a `CompiledGraph`.
+
+    decompose → eliminate_common_subexpressions → eliminate_dead_code → lower → schedule
+    → generate → load
+
+The pass names are the names used in logs. A compiled graph (wrapper and module source) is
+cached under a key of the serialized Graph, the config and the versions; its shared library
+is cached under a key of its source, so a second process, or a second graph that generates
+the same code, reuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from typing import Any
+
+from ember.inductor.codegen.backend import CodegenBackend, KernelSource
+from ember.inductor.codegen.cpp.backend import CppBackend
+from ember.inductor.codegen.wrapper import generate_wrapper, wrapper_namespace
+from ember.inductor.compiled import CompiledGraph
+from ember.inductor.config import InductorConfig
+from ember.inductor.ir.program import ExternNode, Program
+from ember.inductor.lowering import extern, indexing, pointwise, reductions, views  # noqa: F401
+from ember.inductor.lowering.extern import EXTERN_OPS
+from ember.inductor.lowering.graph_lowering import lower_graph
+from ember.inductor.passes.common_subexpressions import eliminate_common_subexpressions
+from ember.inductor.passes.dead_code import eliminate_dead_code
+from ember.inductor.scheduler.fusion import Kernel, ScheduledNode, schedule
+from ember.prims import Graph, resolve_op
+from ember.prims.config import cache_key, load
+from ember.prims.decompositions import PRIM_DECOMPOSITIONS, decompose
+from ember.prims.logs import topic_logger
+from ember.prims.serialize import dumps
+from ember.runtime import ArtifactCache
+
+logger = logging.getLogger("ember.inductor")
+output_code = topic_logger("output_code")
+
+# What the C++ pipeline decomposes: everything the prims tables cover but the extern ops.
+DECOMPOSITIONS = {k: v for k, v in PRIM_DECOMPOSITIONS.items() if k not in EXTERN_OPS}
+
+
+def compile_graph(
+    graph: Graph,
+    example_inputs: Sequence[Any] = (),
+    *,
+    config: InductorConfig | None = None,
+    backend: CodegenBackend | None = None,
+    cache: ArtifactCache | None = None,
+) -> CompiledGraph:
+    """Compile `graph` for CPU: the callable runs it as `ember.prims.run(graph, ...)` would."""
+    config = config or load(InductorConfig)
+    backend = backend or CppBackend()
+    cache = cache or ArtifactCache()
+    key = _graph_key(graph, config) if config.cache else None
+    artifact = _cached(cache, key)
+    if artifact is None:
+        artifact = generate(graph, backend, config)
+        if key is not None:
+            cache.put(key, json.dumps(artifact).encode())
+    return _load(graph, artifact, backend, cache)
+
+
+def generate(graph: Graph, backend: CodegenBackend, config: InductorConfig) -> dict[str, Any]:
+    """Run the passes up to generated source: {wrapper, module, extern targets, kernels}."""
+    timings: dict[str, float] = {}
+
+    def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        started = time.perf_counter()
+        result = fn(*args)
+        timings[name] = (time.perf_counter() - started) * 1e3
+        return result
+
+    graph = timed("decompose", decompose, graph, DECOMPOSITIONS)
+    graph = timed("eliminate_common_subexpressions", eliminate_common_subexpressions, graph)
+    graph = timed("eliminate_dead_code", eliminate_dead_code, graph)
+    program: Program = timed("lower", lower_graph, graph)
+    scheduled: list[ScheduledNode] = timed("schedule", _schedule, program, config)
+    sources: dict[str, KernelSource] = timed("generate", _generate, scheduled, program, backend)
+    module = backend.module(list(sources.values()))
+    wrapper = generate_wrapper(program, scheduled, sources, backend)
+    logger.debug("inductor passes (ms): %s", {k: round(v, 1) for k, v in timings.items()})
+    targets = sorted({item.target for item in scheduled if isinstance(item, ExternNode)})
+    return {"wrapper": wrapper, "module": module, "targets": targets, "kernels": len(sources)}
+
+
+def _schedule(program: Program, config: InductorConfig) -> list[ScheduledNode]:
+    if config.fusion:
+        return schedule(program)
+    # one kernel per loop node: schedule each node as a program of its own
+    scheduled: list[ScheduledNode] = []
+    for node in program.nodes:
+        single = Program(program.storages, program.input_storages, [node], program.outputs)
+        for item in schedule(single):
+            if isinstance(item, Kernel):
+                item.name = f"{item.name}_{len(scheduled)}"
+                item.local_buffers.clear()
+            scheduled.append(item)
+    return scheduled
+
+
+def _generate(
+    scheduled: Sequence[ScheduledNode], program: Program, backend: CodegenBackend
+) -> dict[str, KernelSource]:
+    return {
+        item.name: backend.generate(item, program) for item in scheduled if isinstance(item, Kernel)
+    }
+
+
+def _load(
+    graph: Graph, artifact: dict[str, Any], backend: CodegenBackend, cache: ArtifactCache
+) -> CompiledGraph:
+    module, wrapper = artifact["module"], artifact["wrapper"]
+    if output_code.isEnabledFor(logging.INFO):
+        output_code.info("graph %s: kernels\n%s\nwrapper\n%s", graph.name, module, wrapper)
+    kernels = backend.load(module, cache) if artifact["kernels"] else {}
+    ops = {target: resolve_op(target) for target in artifact["targets"]}
+    namespace = wrapper_namespace(kernels, ops)
+    exec(compile(wrapper, f"<ember wrapper {graph.name}>", "exec"), namespace)  # noqa: S102
+    return CompiledGraph(graph, namespace["call"], wrapper, module, artifact["kernels"])
+
+
+def _graph_key(graph: Graph, config: InductorConfig) -> str | None:
+    try:
+        payload = dumps(graph)
+    except Exception:  # a Graph the format cannot carry is compiled, just not cached
+        return None
+    versions = {name: _version(name) for name in ("ember-inductor", "ember-prims", "torch")}
+    return ArtifactCache.key(payload, config=dict(cache_key(config)), versions=versions)
+
+
+def _cached(cache: ArtifactCache, key: str | None) -> dict[str, Any] | None:
+    if key is None:
+        return None
+    payload = cache.get(key)
+    if payload is None:
+        return None
+    try:
+        artifact = json.loads(payload)
+    except ValueError:
+        return None
+    return artifact if isinstance(artifact, dict) else None
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "0+source"

@@ -1,0 +1,221 @@
+"""Fusion: group loop nodes into kernels, in program order.
+
+A kernel has outer loops (run in parallel) and, when it reduces, inner loops. A node joins
+the kernel being built when its simplified loops match (a reduction over the same loops, a
+pointwise node over the outer loops, or one over outer+inner loops: the epilogue) and every
+buffer it shares with the kernel's nodes is read and written at the same index (so no
+iteration reads what another thread writes). Buffers written and read only inside one kernel
+at one loop level stay in registers: they are never allocated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import sympy
+
+from ember.inductor.ir import body
+from ember.inductor.ir.body import BodyValue
+from ember.inductor.ir.indexing import Expr, index_var, product, same
+from ember.inductor.ir.program import ExternNode, LoopNode, Program
+from ember.inductor.scheduler.loops import body_indices, simplify_loops
+
+
+@dataclass
+class Member:
+    """A loop node placed in a kernel: at the outer level, as a reduction, or in an inner
+    loop (`group` numbers the inner loop it shares with its neighbours)."""
+
+    node: LoopNode
+    level: str  # "outer" | "reduction" | "inner"
+    body: BodyValue
+    store_index: Expr
+    group: int = 0
+
+
+@dataclass
+class Kernel:
+    """Fused loop nodes over one iteration space."""
+
+    name: str
+    outer: tuple[Expr, ...]
+    inner: tuple[Expr, ...]
+    members: list[Member] = field(default_factory=list)
+    local_buffers: set[str] = field(default_factory=set)  # never stored to memory
+
+    def origins(self) -> list[str]:
+        return list(dict.fromkeys(o for m in self.members for o in m.node.origins))
+
+
+ScheduledNode = Kernel | ExternNode
+
+# How many scheduled items fusion looks back past to find a kernel to join.
+LOOKBACK = 8
+
+
+def schedule(program: Program) -> list[ScheduledNode]:
+    """The program's nodes grouped into kernels and extern calls, in an order that keeps
+    every read after the write it depends on."""
+    scheduled: list[ScheduledNode] = []
+    for node in program.nodes:
+        if isinstance(node, ExternNode) or not _join_earlier(scheduled, node):
+            scheduled.append(
+                node if isinstance(node, ExternNode) else _new_kernel(node, len(scheduled))
+            )
+    _find_local_buffers(program, scheduled)
+    for item in scheduled:
+        if isinstance(item, Kernel):
+            names = "_".join(item.origins()[:6])
+            item.name = f"cpp_fused_{names}_{item.name}"
+    return scheduled
+
+
+def _join_earlier(scheduled: list[ScheduledNode], node: LoopNode) -> bool:
+    """Join the latest kernel `node` fits, looking back past items it does not depend on
+    (and that do not touch what it writes), at most `LOOKBACK` items."""
+    reads, writes = node.reads(), node.writes()
+    for item in reversed(scheduled[-LOOKBACK:]):
+        if isinstance(item, Kernel) and _try_join(item, node):
+            return True
+        item_reads, item_writes = _touches(item)
+        if item_writes & (reads | writes) or item_reads & writes:
+            return False
+    return False
+
+
+def _touches(item: ScheduledNode) -> tuple[set[str], set[str]]:
+    if isinstance(item, ExternNode):
+        return item.reads(), item.writes()
+    reads: set[str] = set()
+    writes: set[str] = set()
+    for member in item.members:
+        reads |= member.node.reads()
+        writes |= member.node.writes()
+    return reads, writes
+
+
+def _simplified(node: LoopNode) -> tuple[tuple[Expr, ...], tuple[Expr, ...], BodyValue, Expr]:
+    indices = body_indices(node.body, [node.store_index])
+    outer = simplify_loops(node.variables, node.ranges, indices, "x")
+    inner = simplify_loops(node.reduction_variables, node.reduction_ranges, indices, "r")
+    mapping = {**outer.mapping, **inner.mapping}
+    tree = body.substitute(node.body, mapping)
+    store = sympy.expand(node.store_index.xreplace(mapping))
+    return outer.sizes, inner.sizes, tree, store
+
+
+def _new_kernel(node: LoopNode, position: int) -> Kernel:
+    outer, inner, tree, store = _simplified(node)
+    level = "reduction" if node.reduction_type is not None else "outer"
+    kernel = Kernel(str(position), outer, inner if node.reduction_type else ())
+    kernel.members.append(Member(node, level, tree, store))
+    return kernel
+
+
+def _fit(kernel: Kernel, node: LoopNode) -> Member | None:
+    outer, inner, tree, store = _simplified(node)
+    if node.reduction_type is not None:
+        if _equal(outer, kernel.outer) and _equal(inner, kernel.inner):
+            return Member(node, "reduction", tree, store)
+        return None
+    if _equal(outer, kernel.outer):
+        return Member(node, "outer", tree, store)
+    if not kernel.inner or not same(product(outer), product(kernel.outer) * product(kernel.inner)):
+        return None
+    # split the node's own loops into an outer part and an inner part
+    indices = body_indices(node.body, [node.store_index])
+    sizes = [s for s in node.ranges]
+    variables = list(node.variables)
+    for split in range(len(sizes) + 1):
+        if not same(product(sizes[:split]), product(kernel.outer)):
+            continue
+        head = simplify_loops(variables[:split], sizes[:split], indices, "x")
+        tail = simplify_loops(variables[split:], sizes[split:], indices, "r")
+        if _equal(head.sizes, kernel.outer) and _equal(tail.sizes, kernel.inner):
+            mapping = {**head.mapping, **tail.mapping}
+            return Member(
+                node,
+                "inner",
+                body.substitute(node.body, mapping),
+                sympy.expand(node.store_index.xreplace(mapping)),
+            )
+    return None
+
+
+def _try_join(kernel: Kernel, node: LoopNode) -> bool:
+    member = _fit(kernel, node)
+    if member is None or not _safe(kernel, member):
+        return False
+    if member.level == "inner":
+        last = kernel.members[-1]
+        member.group = last.group if last.level == "inner" else last.group + 1
+    else:
+        member.group = kernel.members[-1].group + (1 if kernel.members[-1].level == "inner" else 0)
+    kernel.members.append(member)
+    return True
+
+
+def _safe(kernel: Kernel, member: Member) -> bool:
+    written = {m.node.storage: m.store_index for m in kernel.members}
+    for load in body.loads(member.body):
+        storage, index = str(load.args[0]), load.args[1]
+        if storage in written and (load.args[2] or not _same_index(written[storage], index)):
+            return False
+    for other in kernel.members:
+        for load in body.loads(other.body):
+            if str(load.args[0]) == member.node.storage and (
+                load.args[2] or not _same_index(member.store_index, load.args[1])
+            ):
+                return False
+        if other.node.storage == member.node.storage and not _same_index(
+            other.store_index, member.store_index
+        ):
+            return False
+    return True
+
+
+def _same_index(a: object, b: object) -> bool:
+    return isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr) and sympy.expand(a - b) == 0
+
+
+def _equal(a: Sequence[Expr], b: Sequence[Expr]) -> bool:
+    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
+def _find_local_buffers(program: Program, scheduled: Sequence[ScheduledNode]) -> None:
+    """Buffers a kernel writes once and reads only itself, at the writer's loop level."""
+    readers: dict[str, list[tuple[int, Member | None]]] = {}
+    writers: dict[str, int] = {}
+    for position, item in enumerate(scheduled):
+        if isinstance(item, ExternNode):
+            for storage in item.reads():
+                readers.setdefault(storage, []).append((position, None))
+            continue
+        for member in item.members:
+            for load in body.loads(member.body):
+                readers.setdefault(str(load.args[0]), []).append((position, member))
+            writers[member.node.storage] = writers.get(member.node.storage, 0) + 1
+    kept = {arg.storage for arg in program.outputs if hasattr(arg, "storage")}
+    for position, item in enumerate(scheduled):
+        if not isinstance(item, Kernel):
+            continue
+        for member in item.members:
+            storage = member.node.storage
+            info = program.storages[storage]
+            if info.is_input or info.layout is None or storage in kept or writers[storage] != 1:
+                continue
+            uses = readers.get(storage, [])
+            if all(
+                where == position
+                and reader is not None
+                and (
+                    member.level != "inner"
+                    or (reader.level == "inner" and reader.group == member.group)
+                )
+                for where, reader in uses
+            ):
+                item.local_buffers.add(storage)
+
+
+__all__ = ["Kernel", "Member", "ScheduledNode", "index_var", "schedule"]

@@ -1,0 +1,84 @@
+"""Loop simplification: drop size-1 loops and merge neighbouring loops that every index in a
+body walks together (a contiguous tensor's loops become one), renaming the loops that remain
+to canonical variables (`x0, x1, ...` outside, `r0, ...` for reductions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sympy
+
+from ember.inductor.ir import body
+from ember.inductor.ir.body import BodyValue
+from ember.inductor.ir.indexing import Expr, index_var, same
+
+
+@dataclass(frozen=True)
+class Loops:
+    """Simplified loops: sizes, and the substitution from the node's variables to them."""
+
+    sizes: tuple[Expr, ...]
+    mapping: dict[sympy.Symbol, Expr]
+
+
+def body_indices(root: BodyValue, extra: Sequence[Expr] = ()) -> list[Expr]:
+    """Every index expression a body uses (loads, index_expr, indirect values)."""
+    found: list[Expr] = list(extra)
+    for value in body.walk(root):
+        if value.op == "load":
+            found.append(value.args[1])
+        elif value.op == "index_expr":
+            found.append(value.args[0])
+    return found
+
+
+def simplify_loops(
+    variables: Sequence[sympy.Symbol], sizes: Sequence[Expr], indices: Sequence[Expr], prefix: str
+) -> Loops:
+    mapping: dict[sympy.Symbol, Expr] = {}
+    kept: list[tuple[sympy.Symbol, Expr]] = []
+    for variable, size in zip(variables, sizes):
+        if size == 1:
+            mapping[variable] = sympy.S.Zero
+        else:
+            kept.append((variable, size))
+    exprs = [sympy.expand(e.xreplace(mapping)) if mapping else e for e in indices]
+    position = len(kept) - 2
+    while position >= 0:
+        (outer, outer_size), (inner, inner_size) = kept[position], kept[position + 1]
+        if all(_mergeable(e, outer, inner, inner_size) for e in exprs):
+            mapping[outer] = sympy.S.Zero
+            exprs = [sympy.expand(e.xreplace({outer: 0})) for e in exprs]
+            kept[position : position + 2] = [(inner, outer_size * inner_size)]
+        position -= 1
+    for k, (variable, _) in enumerate(kept):
+        mapping[variable] = index_var(prefix, k)
+    return Loops(tuple(size for _, size in kept), mapping)
+
+
+def _mergeable(expr: Expr, outer: sympy.Symbol, inner: sympy.Symbol, inner_size: Expr) -> bool:
+    """Whether `expr` reads `outer` and `inner` only as `c * (outer * inner_size + inner)`."""
+    outer_coeff: Expr = sympy.S.Zero
+    inner_coeff: Expr = sympy.S.Zero
+    for term in sympy.Add.make_args(expr):
+        symbols = term.free_symbols
+        if outer in symbols:
+            coeff = term / outer
+            if outer in coeff.free_symbols or inner in coeff.free_symbols or not _plain(coeff):
+                return False
+            outer_coeff += coeff
+        elif inner in symbols:
+            coeff = term / inner
+            if inner in coeff.free_symbols or not _plain(coeff):
+                return False
+            inner_coeff += coeff
+    return same(outer_coeff, inner_coeff * inner_size)
+
+
+def _plain(coeff: Expr) -> bool:
+    """A coefficient made of sizes only (no loop variables, no floor/mod functions)."""
+    return not coeff.atoms(sympy.Function) and not any(
+        str(s)[0] in "xr" and str(s)[1:].isdigit() for s in coeff.free_symbols
+    )
