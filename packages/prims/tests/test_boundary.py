@@ -3,6 +3,8 @@ EMBER_SERIALIZE_BOUNDARIES on, an equal copy rebuilt from bytes."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
@@ -16,13 +18,17 @@ def _graph():
 def test_off_by_default_hands_over_the_same_graph(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EMBER_SERIALIZE_BOUNDARIES", raising=False)
     graph = _graph()
-    assert cross_boundary(graph) is graph
+    assert cross_boundary(graph, "test") is graph
 
 
-def test_on_hands_over_an_equal_copy_that_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_on_hands_over_an_equal_copy_that_runs(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("EMBER_SERIALIZE_BOUNDARIES", "1")
     graph = _graph()
-    copy = cross_boundary(graph)
+    with caplog.at_level(logging.DEBUG, logger="ember.prims"):
+        copy = cross_boundary(graph, "test -> next")
+    assert any("boundary test -> next" in record.getMessage() for record in caplog.records)
     assert copy is not graph and copy == graph
     x = torch.randn(3)
     torch.testing.assert_close(run(copy, x), (x * 2).sin())

@@ -9,16 +9,22 @@ from __future__ import annotations
 
 from ember.prims.config import PrimsConfig, load
 from ember.prims.graph import Graph
+from ember.prims.logs import layer_logger
 from ember.prims.serialize import dumps, loads
 
+logger = layer_logger("prims")
 
-def cross_boundary(graph: Graph, config: PrimsConfig | None = None) -> Graph:
+
+def cross_boundary(graph: Graph, boundary: str, config: PrimsConfig | None = None) -> Graph:
     """`graph` as the next layer receives it: a serialized round trip when the config says so.
 
-    The config is read from the environment on each call unless given, so tests can turn the
-    setting on for one block with `monkeypatch.setenv`.
+    `boundary` names the hand-over for the debug log ("capture -> backend"). The config is
+    read from the environment on each call unless given, so tests can turn the setting on for
+    one block with `monkeypatch.setenv`.
     """
     config = config if config is not None else load(PrimsConfig)
     if not config.serialize_boundaries:
         return graph
-    return loads(dumps(graph))
+    data = dumps(graph)
+    logger.debug("boundary %s: graph %s crossed as %d bytes", boundary, graph.name, len(data))
+    return loads(data)
