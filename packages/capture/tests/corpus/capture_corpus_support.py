@@ -1,5 +1,6 @@
 """The corpus harness: one small program per table entry, compiled with a counting eager
-backend and compared with eager PyTorch (outputs, and graph count on two calls)."""
+backend and compared with eager PyTorch: outputs, the inputs afterwards (mutations), the
+state a program writes elsewhere (`state`), and the graph and break counts on two calls."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import torch
 
 from ember.capture.compile import compile as ember_compile
+from ember.capture.explain import collecting
 from ember.capture.testing import CompileCounter
 
 
@@ -22,6 +24,11 @@ class Case:
     inputs: Callable[[], tuple[Any, ...]]
     graphs: int = 1
     kwargs: dict[str, Any] = field(default_factory=dict)
+    breaks: int = 0
+    # Reads state the program writes outside its inputs (globals, objects); compared too.
+    state: Callable[[], Any] | None = None
+    # Resets that state before each run.
+    reset: Callable[[], None] | None = None
 
     @property
     def id(self) -> str:
@@ -32,16 +39,27 @@ def randn(*shape: int) -> torch.Tensor:
     return torch.randn(*shape)
 
 
+def _run(case: Case, fn: Callable[..., Any], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    if case.reset is not None:
+        case.reset()
+    arguments = copy.deepcopy(inputs)
+    result = fn(*arguments, **case.kwargs)
+    state = case.state() if case.state is not None else None
+    return result, arguments, state
+
+
 def check(case: Case) -> None:
     torch.manual_seed(0)
     inputs = case.inputs()
-    expected = case.fn(*copy.deepcopy(inputs), **case.kwargs)
+    expected = _run(case, case.fn, inputs)
     counter = CompileCounter()
     compiled = ember_compile(case.fn, backend=counter)
-    actual = compiled(*copy.deepcopy(inputs), **case.kwargs)
+    with collecting() as seen:
+        actual = _run(case, compiled, inputs)
     assert_same(actual, expected)
     assert counter.frame_count == case.graphs, f"captured {counter.frame_count} graphs"
-    again = compiled(*copy.deepcopy(inputs), **case.kwargs)
+    assert seen.break_count == case.breaks, f"{seen.break_count} breaks: {seen.breaks}"
+    again = _run(case, compiled, inputs)
     assert_same(again, expected)
     assert counter.frame_count == case.graphs, "a second identical call recompiled"
 
@@ -59,8 +77,17 @@ def assert_same(actual: Any, expected: Any) -> None:
         assert list(actual) == list(expected)
         for key in expected:
             assert_same(actual[key], expected[key])
+    elif isinstance(expected, torch.nn.Module):
+        assert_same(expected.state_dict(), actual.state_dict())
+        assert_same(_plain_attributes(actual), _plain_attributes(expected))
+    elif hasattr(expected, "__dict__") and not isinstance(expected, type):
+        assert_same(vars(actual), vars(expected))
     else:
         assert actual == expected
+
+
+def _plain_attributes(module: torch.nn.Module) -> dict[str, Any]:
+    return {k: v for k, v in vars(module).items() if not k.startswith("_")}
 
 
 def cases(*entries: Case) -> list[Any]:

@@ -66,11 +66,15 @@ for _name in ("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", "POP_JU
     BRANCHES[_name] = "POP_JUMP_IF_FALSE" if PY312 else "POP_JUMP_FORWARD_IF_FALSE"
 
 
+def is_method_load(step: Step) -> bool:
+    """LOAD_METHOD (3.11) or LOAD_ATTR's method form (3.12): they leave NULL, attribute; the
+    entry function runs a plain LOAD_ATTR and the resume function pushes the NULL."""
+    return step.name == "LOAD_METHOD" or (step.name == "LOAD_ATTR" and PY312 and step.arg[0])
+
+
 def stack_effect(step: Step, stack: list[Variable]) -> tuple[int, int] | None:
     """(used, left) for an instruction a break can run in plain Python, else None."""
-    if step.name == "LOAD_ATTR":
-        if PY312 and step.arg[0]:
-            return None  # the method form may leave a NULL
+    if step.name in ("LOAD_ATTR", "LOAD_METHOD"):
         return (1, 1)
     if step.name == "CALL_FUNCTION_EX":
         used = 3 if step.arg & 0x01 else 2
@@ -88,6 +92,8 @@ def instructions(step: Step, kw_names: tuple[str, ...], line: int) -> list[Instr
         return [*head, *calls]
     if step.name == "LOAD_ATTR" and PY312:
         return [Instr("LOAD_ATTR", (False, step.arg[1]), lineno=line)]
+    if step.name == "LOAD_METHOD":
+        return [Instr("LOAD_ATTR", step.arg, lineno=line)]
     return (
         [Instr(step.name, step.arg, lineno=line)]
         if step.arg is not None

@@ -8,8 +8,9 @@ set here, at the entry point.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,17 @@ def record(entry: CacheEntry) -> None:
         result.guards.append(f"{guard.kind.value} {where}".strip())
 
 
+@contextlib.contextmanager
+def collecting() -> Iterator[ExplainResult]:
+    """Collect what every capture inside the block does (explain() without the call)."""
+    result = ExplainResult()
+    token = _ACTIVE.set(result)
+    try:
+        yield result
+    finally:
+        _ACTIVE.reset(token)
+
+
 def explain(fn: Any, backend: Any = "eager") -> Callable[..., ExplainResult]:
     """`explain(fn)(*args, **kwargs)` captures `fn` afresh, runs it once on the arguments
     and returns an ExplainResult (its `output` is what `fn` returned)."""
@@ -78,12 +90,8 @@ def explain(fn: Any, backend: Any = "eager") -> Callable[..., ExplainResult]:
 
     def run(*args: Any, **kwargs: Any) -> ExplainResult:
         compiled = ember_compile(fn, backend=backend)
-        result = ExplainResult()
-        token = _ACTIVE.set(result)
-        try:
+        with collecting() as result:
             result.output = compiled(*args, **kwargs)
-        finally:
-            _ACTIVE.reset(token)
         return result
 
     return run

@@ -8,6 +8,7 @@ Mutable values are rebuilt once and shared through a temporary, so aliasing surv
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -26,9 +27,10 @@ from ember.capture.variables.containers import (
     TupleVariable,
 )
 from ember.capture.variables.dataclass_objects import DataclassVariable
+from ember.capture.variables.functional import PartialVariable
 from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
 from ember.capture.variables.modules import ModuleVariable
-from ember.capture.variables.tensor import TensorVariable
+from ember.capture.variables.tensor import DataMethodVariable, TensorVariable
 from ember.capture.variables.torch import (
     GradModeClassVariable,
     PythonModuleVariable,
@@ -228,6 +230,24 @@ def _container_method(r: Reconstructor, value: ContainerMethodVariable) -> Outpu
     return OutputPlan("call", getattr, parts)
 
 
+def _make_partial(function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return functools.partial(function, *args, **kwargs)
+
+
+def _partial(r: Reconstructor, value: PartialVariable) -> OutputPlan:
+    if value.source is not None:
+        return OutputPlan("source", value.source)
+    args = OutputPlan("tuple", children=tuple(r.plan(a) for a in value.args))
+    kwargs = OutputPlan(
+        "dict", tuple(value.kwargs), tuple(r.plan(v) for v in value.kwargs.values())
+    )
+    return OutputPlan("call", _make_partial, (r.plan(value.function), args, kwargs))
+
+
+def _data_method(r: Reconstructor, value: DataMethodVariable) -> OutputPlan:
+    return OutputPlan("call", getattr, (r.plan(value.owner), OutputPlan("constant", value.name)))
+
+
 def _real(attribute: str) -> Builder:
     def build(r: Reconstructor, value: Any) -> OutputPlan:
         return OutputPlan("constant", getattr(value, attribute))
@@ -256,6 +276,8 @@ _BUILDERS: dict[type, Builder] = {
     GradModeClassVariable: _real("kind"),
     PythonModuleVariable: _real("module"),
     ModuleVariable: _module,
+    PartialVariable: _partial,
+    DataMethodVariable: _data_method,
 }
 
 

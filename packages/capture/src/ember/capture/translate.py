@@ -25,6 +25,7 @@ from ember.capture.break_point import (
     BRANCHES,
     callable_index,
     instructions,
+    is_method_load,
     stack_effect,
 )
 from ember.capture.breaks import GraphBreak
@@ -35,7 +36,7 @@ from ember.capture.guards.check import build_check
 from ember.capture.guards.kinds import GuardKind
 from ember.capture.guards.source import AttrSource, ItemSource, LocalSource
 from ember.capture.reconstruct import REPLACE_DICT, REPLACE_LIST, CompileCallee, Reconstructor
-from ember.capture.resume import resume_function
+from ember.capture.resume import STACK_PREFIX, resume_function
 from ember.capture.session import CaptureSession
 from ember.capture.side_effects import AttributeWrite
 from ember.capture.unsupported import Unsupported
@@ -139,7 +140,11 @@ def _capture(
             effects = _effects(session, rebuild)
             if frame.stopped:
                 assert reason is not None
-                continuation = _continuation(fn, frame, rebuild, options, reason)
+                try:
+                    continuation = _continuation(fn, frame, rebuild, options, reason)
+                except (ValueError, TypeError, KeyError, IndexError) as error:
+                    # bytecode refused the generated code: resume eagerly instead of failing.
+                    raise Unsupported(f"generating the resume function ({error})") from error
                 breaks.append(reason.as_break())
             else:
                 output = rebuild.plan(result)
@@ -248,9 +253,13 @@ def _continuation(
     names: list[str] = []
     values: list[OutputPlan] = []
     for name, value in frame.locals.items():
+        if name.startswith(STACK_PREFIX):
+            continue  # a resume function's stack arguments are dead past its prologue
         names.append(name)
         values.append(rebuild.plan(value))
     for name in frame.pending_arguments:
+        if name.startswith(STACK_PREFIX):
+            continue
         names.append(name)
         values.append(OutputPlan("source", LocalSource(name)))
     for name in fn.__code__.co_cellvars:
@@ -270,6 +279,7 @@ def _continuation(
     code = instructions(step, frame.kw_names, line)
     resume = None
     if step.name != "RAISE_VARARGS":
-        resumed = resume_function(fn, frame.break_pc + 1, prefix + [False] * left, names, line)
+        layout = prefix + ([True] if is_method_load(step) else []) + [False] * left
+        resumed = resume_function(fn, frame.break_pc + 1, layout, names, line)
         resume = compile_function(resumed)
     return Continuation(grad_mode, stack_plans, used, code, left, values, resume)

@@ -84,7 +84,8 @@ def get_iter(frame: Frame, instr: Step) -> None:
 @handler("FOR_ITER")
 def for_iter(frame: Frame, instr: Step) -> None:
     iterator = frame.top()
-    assert isinstance(iterator, IteratorVariable)
+    if not isinstance(iterator, IteratorVariable):
+        raise Unsupported(f"iterating over {iterator.describe()}")
     value = iterator.next()
     if value is not None:
         frame.push(value)

@@ -153,6 +153,20 @@ def load_attr_312(frame: Frame, instr: Step) -> None:
     frame.push(owner.getattr(frame, name))
 
 
+@handler("LOAD_SUPER_ATTR", versions=PY312)
+def load_super_attr(frame: Frame, instr: Step) -> None:
+    """`super().name` (3.12): the stack holds the global `super`, the class and `self`."""
+    from ember.capture.variables.superclass import SuperVariable
+
+    is_method, _, name = instr.arg
+    receiver = frame.pop()
+    cls = frame.pop().constant()
+    frame.pop()  # the builtin super itself
+    if is_method:
+        frame.push(NULL)
+    frame.push(SuperVariable(cls, receiver).getattr(frame, name))
+
+
 @handler("STORE_GLOBAL")
 def store_global(frame: Frame, instr: Step) -> None:
     frame.session.side_effects.store_global(frame.globals, instr.arg, frame.pop())

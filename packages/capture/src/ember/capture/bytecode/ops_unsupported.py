@@ -69,7 +69,6 @@ unsupported(
     "the match statement",
 )
 unsupported(("PRINT_EXPR",), "interactive expression printing")
-unsupported(("LOAD_SUPER_ATTR",), "super()", versions=PY312)
 unsupported(("CALL_INTRINSIC_2",), "generic type parameters", versions=PY312)
 unsupported(("INTERPRETER_EXIT",), "the interpreter's exit instruction")
 

@@ -7,6 +7,7 @@ values produced while capturing (results of torch calls, constants), which need 
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +17,17 @@ from torch import nn
 from ember.capture.guards.kinds import GuardKind
 from ember.capture.guards.source import AttrSource, ItemSource, Source
 from ember.capture.unsupported import Unsupported
+from ember.capture.variables import superclass  # noqa: F401 - models super()
 from ember.capture.variables.base import Variable
 from ember.capture.variables.builtins import BUILTINS, BuiltinVariable
 from ember.capture.variables.constant import ConstantVariable, is_constant_value
-from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from ember.capture.variables.containers import (
+    DictVariable,
+    ListVariable,
+    SetVariable,
+    TupleVariable,
+)
+from ember.capture.variables.functional import PartialVariable
 from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
 from ember.capture.variables.modules import ModuleVariable
 from ember.capture.variables.objects import UserObjectVariable
@@ -59,6 +67,9 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
             session.side_effects.containers.append(listed)
             return listed
         return TupleVariable(items, source, type(value))
+    if type(value) in (set, frozenset) and all(is_constant_value(m) for m in value):
+        session.guard(GuardKind.CONSTANT, source, value)
+        return SetVariable([ConstantVariable(m) for m in value])
     if type(value) is dict:
         if not all(is_constant_value(key) for key in value):
             raise Unsupported(f"a dict with non-constant keys ({source.name()})")
@@ -84,6 +95,16 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
         receiver = wrap(frame, value.__self__, AttrSource(source, "__self__"))
         function = wrap(frame, value.__func__, AttrSource(source, "__func__"))
         return BoundMethodVariable(function, receiver, source)
+    if type(value) is functools.partial:
+        session.guard(GuardKind.TYPE, source, functools.partial)
+        function = wrap(frame, value.func, AttrSource(source, "func"))
+        arguments = AttrSource(source, "args")
+        session.guard(GuardKind.LENGTH, arguments, len(value.args))
+        bound = [wrap(frame, a, ItemSource(arguments, i)) for i, a in enumerate(value.args)]
+        keywords = AttrSource(source, "keywords")
+        session.guard(GuardKind.DICT_KEYS, keywords, tuple(value.keywords))
+        named = {k: wrap(frame, v, ItemSource(keywords, k)) for k, v in value.keywords.items()}
+        return PartialVariable(function, bound, named, source)
     if isinstance(value, types.ModuleType):
         session.guard(GuardKind.ID, source, value)
         return PythonModuleVariable(value, source)
@@ -111,6 +132,8 @@ def wrap_result(frame: Frame, value: Any) -> Variable:
         return TupleVariable([wrap_result(frame, item) for item in value], None, type(value))
     if type(value) is dict:
         return DictVariable({key: wrap_result(frame, item) for key, item in value.items()})
+    if type(value) in (set, frozenset) and all(is_constant_value(m) for m in value):
+        return SetVariable([ConstantVariable(m) for m in value])
     trusted = _trusted(value)
     if trusted is not None:
         return trusted

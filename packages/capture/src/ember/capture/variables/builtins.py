@@ -319,11 +319,6 @@ def _print(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> V
     raise Unsupported.of("print")
 
 
-@_builtin(super)
-def _super(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    raise Unsupported("super()", "call the base class method explicitly (Base.method(self, ...))")
-
-
 def _refuse(name: str) -> Handler:
     def handler(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported(f"calling {name}() inside a compiled function")

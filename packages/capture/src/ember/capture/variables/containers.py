@@ -401,6 +401,43 @@ def _set_update(
     return NONE
 
 
+def _set_operation(name: str) -> Method:
+    def method(
+        frame: Frame, s: SetVariable, args: list[Variable], kw: dict[str, Variable]
+    ) -> Variable:
+        others = [set(item.constant() for item in arg.items(frame)) for arg in args]
+        result = getattr(s.members, name)(*others)
+        if isinstance(result, (set, frozenset)):
+            return SetVariable([ConstantVariable(m) for m in result])
+        return ConstantVariable(result)
+
+    return method
+
+
+for _name in (
+    "union",
+    "intersection",
+    "difference",
+    "symmetric_difference",
+    "issubset",
+    "issuperset",
+    "isdisjoint",
+    "copy",
+):
+    _METHODS[(set, _name)] = _set_operation(_name)
+
+
+@_method(set, "remove")
+def _set_remove(
+    frame: Frame, s: SetVariable, args: list[Variable], kw: dict[str, Variable]
+) -> Variable:
+    member = args[0].constant()
+    if member not in s.members:
+        raise Unsupported(f"set.remove of a missing member {member!r} (KeyError)")
+    s.members.discard(member)
+    return NONE
+
+
 @_method(set, "discard")
 def _set_discard(
     frame: Frame, s: SetVariable, args: list[Variable], kw: dict[str, Variable]

@@ -47,6 +47,9 @@ INPLACE: dict[BinaryFn, BinaryFn] = {
 }
 
 
+_SET_OPERATORS = (operator.or_, operator.and_, operator.sub, operator.xor)
+
+
 def binary(frame: Frame, op: BinaryFn, a: Variable, b: Variable, inplace: bool = False) -> Variable:
     """`a <op> b` (or `a <op>= b` when `inplace`)."""
     from ember.capture.variables.builder import wrap_result
@@ -69,6 +72,12 @@ def binary(frame: Frame, op: BinaryFn, a: Variable, b: Variable, inplace: bool =
             return type(a)(a.values * b.constant())
     if isinstance(b, SequenceVariable) and op is operator.mul and a.is_constant():
         return type(b)(b.values * a.constant())
+    if isinstance(a, SetVariable) and isinstance(b, SetVariable) and op in _SET_OPERATORS:
+        members = _constant_op(INPLACE[op] if inplace else op, set(a.members), b.members)
+        if inplace:
+            a.members = members
+            return a
+        return SetVariable([ConstantVariable(m) for m in members])
     if isinstance(a, DictVariable) and isinstance(b, DictVariable) and op is operator.or_:
         if inplace:
             a.check_mutable()
@@ -108,6 +117,8 @@ def compare(frame: Frame, op: BinaryFn, a: Variable, b: Variable) -> Variable:
     if isinstance(a, SequenceVariable) and isinstance(b, SequenceVariable):
         left, right = _constants(a), _constants(b)
         return ConstantVariable(op(left, right))
+    if isinstance(a, SetVariable) and isinstance(b, SetVariable):
+        return ConstantVariable(op(a.members, b.members))
     raise Unsupported(f"comparing {a.describe()} and {b.describe()}")
 
 
@@ -183,6 +194,8 @@ def _equal(frame: Frame, a: Variable, b: Variable) -> bool:
         return len(a.values) == len(b.values) and all(
             _equal(frame, x, y) for x, y in zip(a.values, b.values)
         )
+    if isinstance(a, SetVariable) and isinstance(b, SetVariable):
+        return a.members == b.members
     return False
 
 

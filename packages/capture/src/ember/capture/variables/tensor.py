@@ -60,13 +60,16 @@ class TensorVariable(Variable):
         from ember.capture.variables.torch import TorchFunctionVariable, call_traced
 
         if name in _DATA_DEPENDENT:
-            raise Unsupported.of("tensor-to-python", what=_DATA_DEPENDENT[name])
+            return DataMethodVariable(self, name)
         if name in _UNSUPPORTED_ATTRIBUTES:
             raise Unsupported(f"reading tensor.{name}")
         attribute = call_traced(frame, lambda: getattr(self.tensor, name))
         if callable(attribute) and not isinstance(attribute, torch.Tensor):
             return TorchFunctionVariable(attribute, name=f"Tensor.{name}")
         return wrap_result(frame, attribute)
+
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
+        raise Unsupported(f"assigning tensor.{name}")
 
     def items(self, frame: Frame) -> list[Variable]:
         from ember.capture.variables.builder import wrap_result
@@ -78,3 +81,18 @@ class TensorVariable(Variable):
 
     def truth(self, frame: Frame) -> bool:
         raise Unsupported.of("tensor-branch")
+
+
+class DataMethodVariable(Variable):
+    """A tensor method that reads data into Python (`x.item`); calling it breaks the graph,
+    and the call runs for real on the tensor the graph computed."""
+
+    def __init__(self, owner: TensorVariable, name: str) -> None:
+        self.owner = owner
+        self.name = name
+
+    def describe(self) -> str:
+        return f"the method Tensor.{self.name}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        raise Unsupported.of("tensor-to-python", what=_DATA_DEPENDENT[self.name])
