@@ -337,6 +337,12 @@ def _lower(graph: Graph, force: set[str]) -> Program:
         ctx.uses_left[ref] = ctx.uses_left.get(ref, 0) + 1
     for node in graph.nodes:
         _lower_node(ctx, node)
+    output_names = {leaf.name for leaf in graph.output_leaves if isinstance(leaf, Ref)}
+    for name in output_names:
+        value = ctx.env[name]
+        root = value.family.root if isinstance(value, Lazy) and value.realized is None else None
+        if root is not None and root != name and root in output_names:
+            raise _Restart(root)  # an output that views another output must alias it
     for leaf in graph.output_leaves:
         if isinstance(leaf, Ref):
             value = ctx.env[leaf.name]
