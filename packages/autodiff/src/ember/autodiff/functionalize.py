@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.autodiff.dead_code import eliminate_dead_code
+from ember.autodiff.errors import AutodiffError
 from ember.autodiff.replay import FunctionalReplay, placeholder
 from ember.autodiff.view_rules import ViewStep
 from ember.prims import Graph, GraphInput, InputKind, Ref, Tracer, TracerTensor, TreeSpec
@@ -80,6 +81,11 @@ def functional_trace(
     replay = FunctionalReplay(graph, tracer, differentiable=differentiable)
     flat = [gi for gi in graph.inputs if gi.kind is not InputKind.CONSTANT]
     flags = list(requires_grad) if requires_grad is not None else [False] * len(flat)
+    if len(flags) != len(flat):
+        raise AutodiffError(
+            f"{len(flags)} requires_grad flags for the {len(flat)} non-constant inputs of "
+            f"{graph.name}; give one per input (user inputs, then parameters and buffers)"
+        )
     primals: list[TracerTensor] = []
     for graph_input, grad in zip(flat, flags):
         user = GraphInput(graph_input.value, InputKind.USER)

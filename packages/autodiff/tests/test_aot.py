@@ -1,0 +1,155 @@
+"""`aot` and its runtime wrapper against eager: inference without a backward, what the
+compilers receive, inputs and outputs that do not require grad, non-tensor outputs, writes to
+inputs that require grad, parameters bound from the constants table, double backward."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from ember.autodiff import DoubleBackwardError, aot, aot_eager
+from ember.prims import Graph, Interpreter, trace
+
+
+class _Recorder:
+    """A compiler that interprets the Graph and remembers what it was given."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Graph, Sequence[Any]]] = []
+
+    def __call__(self, graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        self.calls.append((graph, list(example_inputs)))
+        return Interpreter(graph)
+
+
+def _mlp(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x @ w + b).sum(dim=1)
+
+
+def _inputs(grad: bool = True) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    return [
+        torch.randn(4, 3),
+        torch.randn(3, 5, requires_grad=grad),
+        torch.randn(5, requires_grad=grad),
+    ]
+
+
+def test_compilers_get_the_forward_and_backward_graphs() -> None:
+    inputs = _inputs()
+    forward, backward = _Recorder(), _Recorder()
+    compiled = aot(trace(_mlp, *inputs), inputs, forward, backward)
+    ((fw_graph, fw_examples),) = forward.calls
+    ((bw_graph, bw_examples),) = backward.calls
+    assert [t is x for t, x in zip(fw_examples, inputs)] == [True, True, True]
+    saved = len(fw_graph.output_leaves) - 1
+    assert len(bw_graph.input_leaves) == saved + 1  # saved values, then one tangent
+    assert all(isinstance(t, torch.Tensor) and not t.any() for t in bw_examples)
+    assert bw_graph.output_leaves[0] is None  # x does not require grad
+    out = compiled(*inputs)
+    out.sum().backward()
+    w, b = (t.detach().requires_grad_() for t in inputs[1:])
+    _mlp(inputs[0], w, b).sum().backward()
+    torch.testing.assert_close(inputs[1].grad, w.grad)
+    torch.testing.assert_close(inputs[2].grad, b.grad)
+
+
+def test_no_grad_call_runs_the_pure_graph_without_a_backward() -> None:
+    inputs = _inputs()
+    forward, backward = _Recorder(), _Recorder()
+    graph = trace(_mlp, *inputs)
+    with torch.no_grad():
+        compiled = aot(graph, inputs, forward, backward)
+        out = compiled(*inputs)
+    assert out.grad_fn is None and not out.requires_grad
+    assert len(forward.calls) == 1 and not backward.calls  # no joint trace, no backward
+    torch.testing.assert_close(out, _mlp(*inputs))
+
+
+def test_a_new_pattern_of_inputs_requiring_grad_traces_again() -> None:
+    inputs = _inputs(grad=False)
+    compiled = aot_eager(trace(_mlp, *inputs), inputs)
+    x = inputs[0].clone().requires_grad_()
+    compiled(x, *inputs[1:]).sum().backward()
+    x_eager = inputs[0].clone().requires_grad_()
+    _mlp(x_eager, *inputs[1:]).sum().backward()
+    torch.testing.assert_close(x.grad, x_eager.grad)
+
+
+def test_non_tensor_and_integer_outputs() -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, int, torch.Tensor]:
+        y = x.sin()
+        return y, 3, y.argmax(dim=0)
+
+    x = torch.randn(4, 2, requires_grad=True)
+    compiled = aot_eager(trace(fn, x), [x])
+    y, three, index = compiled(x)
+    assert three == 3
+    assert index.dtype == torch.int64 and not index.requires_grad
+    torch.testing.assert_close(index, x.sin().argmax(dim=0))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, x.detach().cos())
+
+
+def test_write_to_an_input_that_requires_grad() -> None:
+    def double_(x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return x.sin()
+
+    graph = trace(double_, torch.randn(3))  # traced without grad: the leaf may be written
+    leaf = torch.randn(3, requires_grad=True)
+    leaf_eager = leaf.detach().clone().requires_grad_()
+    x, x_eager = leaf * 1, leaf_eager * 1  # non-leaves may be written in place
+    compiled = aot_eager(graph, [x])
+    out = compiled(x)
+    expected = double_(x_eager)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(x, x_eager)
+    (out.sum() + x.sum()).backward()
+    (expected.sum() + x_eager.sum()).backward()
+    torch.testing.assert_close(leaf.grad, leaf_eager.grad)
+
+
+def test_parameters_from_the_constants_table_get_gradients() -> None:
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    reference = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    reference.load_state_dict(module.state_dict())
+    x = torch.randn(5, 3)
+    compiled = aot_eager(trace(module, x), [x])
+    compiled(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for (name, p), q in zip(module.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    # state= overrides the constants table, as with ember.prims.run.
+    zero = {"2.bias": torch.zeros(2)}
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, state=zero), reference(x) - reference[2].bias)
+
+
+def test_double_backward_raises() -> None:
+    def cube(x: torch.Tensor) -> torch.Tensor:
+        return (x**3).sum()
+
+    x = torch.randn(3, requires_grad=True)
+    compiled = aot_eager(trace(cube, x), [x])
+    (grad,) = torch.autograd.grad(compiled(x), x, create_graph=True)
+    torch.testing.assert_close(grad, 3 * x.detach() ** 2)
+    with pytest.raises(DoubleBackwardError, match="double backward"):
+        grad.sum().backward()
+
+
+def test_min_cut_and_naive_give_the_same_gradients() -> None:
+    results = []
+    for partitioner in ("min_cut", "naive"):
+        inputs = _inputs()
+        compiled = aot(
+            trace(_mlp, *inputs), inputs, _Recorder(), _Recorder(), partitioner=partitioner
+        )
+        compiled(*inputs).square().sum().backward()
+        results.append([inputs[1].grad, inputs[2].grad])
+    torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
