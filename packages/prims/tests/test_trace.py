@@ -4,13 +4,26 @@ must equal eager PyTorch."""
 from __future__ import annotations
 
 import copy
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ember.prims import Graph, InputKind, TraceError, dumps, loads, run, trace, verify
+from ember.prims import (
+    Graph,
+    InputKind,
+    TraceError,
+    dumps,
+    load,
+    loads,
+    run,
+    save,
+    trace,
+    verify,
+)
 
 
 class MLP(nn.Module):
@@ -72,6 +85,17 @@ def pytree_io(
     return {"sum": a + named["w"] * scale, "both": (a * b, [b.sin(), 7])}
 
 
+def _saved_and_loaded(graph: Graph) -> Graph:
+    """The Graph as another process would see it: saved to a file and loaded back."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "graph.ember"
+        save(graph, path)
+        loaded = load(path)
+    assert loaded == graph
+    verify(loaded)
+    return loaded
+
+
 def _assert_close(actual: object, expected: object) -> None:
     torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
 
@@ -81,7 +105,7 @@ def test_mlp_matches_eager() -> None:
     x = torch.randn(8, 16)
     graph = trace(model, x)
     verify(graph)
-    _assert_close(run(graph, x), model(x))
+    _assert_close(run(_saved_and_loaded(graph), x), model(x))
     kinds = {gi.target: gi.kind for gi in graph.state_inputs()}
     assert kinds == {name: InputKind.PARAMETER for name, _ in model.named_parameters()}
     assert graph.op_counts()["aten::addmm.default"] == 2
@@ -96,7 +120,7 @@ def test_cnn_batchnorm_updates_buffers_like_eager() -> None:
     assert int(model.bn.num_batches_tracked) == 0
     expected = model(x)
     state = dict(twin.named_parameters()) | dict(twin.named_buffers())
-    _assert_close(run(graph, x, state=state), expected)
+    _assert_close(run(_saved_and_loaded(graph), x, state=state), expected)
     for name, buffer in model.named_buffers():
         _assert_close(dict(twin.named_buffers())[name], buffer)
     assert int(twin.bn.num_batches_tracked) == 1
@@ -110,7 +134,7 @@ def test_cnn_batchnorm_updates_buffers_like_eager() -> None:
 def test_cnn_eval_mode() -> None:
     model = SmallCNN().eval()
     x = torch.randn(2, 3, 8, 8)
-    _assert_close(run(trace(model, x), x), model(x))
+    _assert_close(run(_saved_and_loaded(trace(model, x)), x), model(x))
 
 
 def test_attention_block_matches_eager() -> None:
@@ -118,7 +142,7 @@ def test_attention_block_matches_eager() -> None:
     x = torch.randn(2, 6, 16)
     graph = trace(model, x)
     verify(graph)
-    _assert_close(run(graph, x), model(x))
+    _assert_close(run(_saved_and_loaded(graph), x), model(x))
 
 
 @pytest.mark.parametrize(
@@ -152,14 +176,14 @@ def test_dynamic_views_reshapes_and_slices_match_eager() -> None:
     graph = trace(fn, torch.randn(6, 6), dynamic=True)
     for size in (6, 5, 11):
         x = torch.randn(size, 6)
-        _assert_close(run(graph, x), fn(x))
+        _assert_close(run(_saved_and_loaded(graph), x), fn(x))
 
 
 def test_torch_multihead_attention() -> None:
     model = nn.MultiheadAttention(16, 4, batch_first=True)
     x = torch.randn(2, 5, 16)
     graph = trace(lambda q: model(q, q, q, need_weights=False)[0], x)
-    _assert_close(run(graph, x), model(x, x, x, need_weights=False)[0])
+    _assert_close(run(_saved_and_loaded(graph), x), model(x, x, x, need_weights=False)[0])
 
 
 def test_inplace_ops_and_views_mutate_inputs_like_eager() -> None:
@@ -168,14 +192,14 @@ def test_inplace_ops_and_views_mutate_inputs_like_eager() -> None:
     graph = trace(inplace_and_views, x.clone(), y)
     eager_x, graph_x = x.clone(), x.clone()
     expected = inplace_and_views(eager_x, y)
-    _assert_close(run(graph, graph_x, y), expected)
+    _assert_close(run(_saved_and_loaded(graph), graph_x, y), expected)
     _assert_close(graph_x, eager_x)
 
 
 def test_tuple_and_dict_inputs_and_outputs() -> None:
     a, b, w = torch.randn(3), torch.randn(3), torch.randn(3)
     graph = trace(pytree_io, (a, b), {"w": w}, 0.5)
-    result = run(graph, (a, b), {"w": w}, 0.5)
+    result = run(_saved_and_loaded(graph), (a, b), {"w": w}, 0.5)
     _assert_close(result, pytree_io((a, b), {"w": w}, 0.5))
     assert result["both"][1][1] == 7
     with pytest.raises(Exception, match="specialized"):
