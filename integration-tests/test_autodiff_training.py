@@ -2,8 +2,9 @@
 
 Each program runs twice from the same state, eagerly and compiled; the forward outputs, the
 gradients of the inputs and of every parameter, and every buffer and input the program
-writes must match. Every test runs with and without EMBER_SERIALIZE_BOUNDARIES=1, so the
-joint, forward and backward Graphs also cross the autodiff boundary as bytes.
+writes must match. Every test runs with and without EMBER_SERIALIZE_BOUNDARIES=1 (with
+EMBER_VERIFY=1), so the joint, forward and backward Graphs also cross the autodiff boundary as
+bytes and are verified after every pass.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ import ember
 def boundaries(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "serialized":
         monkeypatch.setenv("EMBER_SERIALIZE_BOUNDARIES", "1")
+        monkeypatch.setenv("EMBER_VERIFY", "1")  # and verify the Graph after every pass
     else:
         monkeypatch.delenv("EMBER_SERIALIZE_BOUNDARIES", raising=False)
+        monkeypatch.delenv("EMBER_VERIFY", raising=False)
     ember.capture.reset()
     return str(request.param)
 
@@ -233,3 +236,53 @@ def test_double_backward_raises_a_clear_error() -> None:
     torch.testing.assert_close(grad, 3 * x.detach() ** 2)
     with pytest.raises(ember.autodiff.DoubleBackwardError, match="double backward"):
         grad.sum().backward()
+
+
+def test_dropout_draws_the_same_random_numbers_as_eager() -> None:
+    def make() -> nn.Module:
+        return nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2))
+
+    torch.manual_seed(0)
+    eager_model = make().train()
+    compiled_model = copy.deepcopy(eager_model)
+    compiled = ember.compile(compiled_model, backend="aot_eager")
+    x = torch.randn(6, 4)
+    torch.manual_seed(1)
+    expected = eager_model(x)
+    torch.manual_seed(1)
+    actual = compiled(x)
+    torch.testing.assert_close(actual, expected)
+    expected.square().sum().backward()
+    actual.square().sum().backward()
+    _assert_same_state(compiled_model, eager_model)
+
+
+def test_captured_transformer_block_min_cut_saves_less_than_naive() -> None:
+    captured: list[tuple[Any, list[torch.Tensor]]] = []
+
+    def record(graph: Any, example_inputs: Any) -> Any:
+        captured.append((graph, list(example_inputs)))
+        return ember.autodiff.aot_eager(graph, example_inputs)
+
+    torch.manual_seed(0)
+    block = Block()
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    ember.compile(block, backend=record)(x)
+    ((graph, examples),) = captured
+    flags = [t.requires_grad for t in examples]
+    joint = ember.autodiff.trace_joint(graph, flags)
+    joint.graph.verify()
+    assert ember.prims.loads(ember.prims.dumps(joint.graph)) == joint.graph
+    naive = ember.autodiff.partition(joint, "naive")
+    min_cut = ember.autodiff.partition(joint, "min_cut")
+    assert min_cut.saved_bytes < naive.saved_bytes
+    tangent = torch.randn(2, 5, 16)
+    grads = []
+    for parts in (naive, min_cut):
+        for half in (parts.forward, parts.backward):
+            half.verify()
+            assert ember.prims.loads(ember.prims.dumps(half)) == half
+        primals = [t.detach() for t in examples]
+        results = ember.prims.run(parts.forward, *primals)
+        grads.append(ember.prims.run(parts.backward, *results[1:], tangent))
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)

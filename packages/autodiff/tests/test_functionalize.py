@@ -186,3 +186,18 @@ def test_write_through_expand_is_refused() -> None:
     graph = trace(write_expanded, torch.randn(4))
     with pytest.raises(FunctionalizationError, match="expand"):
         functionalize(graph)
+
+
+def test_outputs_that_share_memory_in_eager_share_it_compiled() -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y = x * 2
+        return y.t(), y, y
+
+    x = torch.randn(3, 4, requires_grad=True)
+    compiled = aot_eager(trace(fn, x), [x])
+    transposed, whole, again = compiled(x)
+    assert whole is again
+    assert _storage(transposed) == _storage(whole) and transposed.stride() == (1, 4)
+    torch.testing.assert_close(transposed, (x * 2).t())
+    (transposed.sum() + whole.square().sum()).backward()
+    torch.testing.assert_close(x.grad, 2 + 8 * x.detach())

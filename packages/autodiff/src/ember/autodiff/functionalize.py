@@ -26,7 +26,8 @@ class OutputSource:
     """Where one output leaf of the original Graph comes from at run time.
 
     `computed`: output `index` of the pure Graph; `input`: flat input `index`, through the view
-    `steps` (none: the input itself); `literal`: the constant `literal`.
+    `steps` (none: the input itself); `output`: the view `steps` of computed output `index`
+    (so outputs share memory as in eager); `literal`: the constant `literal`.
     """
 
     kind: str
@@ -102,9 +103,18 @@ def functional_trace(
         positions = {gi.value.name: i for i, gi in enumerate(flat)}
         outputs: list[Any] = []
         by_name: dict[str, int] = {}
-        sources: list[OutputSource] = []
-        for leaf in graph.output_leaves:
-            sources.append(_output_source(replay, leaf, positions, outputs, by_name))
+        # Outputs that are whole values first, so views of them can be rebuilt from them.
+        plain: dict[str, int] = {}  # storage root -> computed output holding the whole root
+        ordered = sorted(
+            range(len(graph.output_leaves)),
+            key=lambda i: _is_view(replay, graph.output_leaves[i]),
+        )
+        found: dict[int, OutputSource] = {}
+        for index in ordered:
+            found[index] = _output_source(
+                replay, graph.output_leaves[index], positions, outputs, by_name, plain
+            )
+        sources = [found[index] for index in range(len(graph.output_leaves))]
         computed = len(outputs)
         mutations: list[tuple[int, int]] = []
         for name in replay.mutated_inputs():
@@ -128,6 +138,7 @@ def _output_source(
     positions: dict[str, int],
     outputs: list[Any],
     by_name: dict[str, int],
+    plain: dict[str, int],
 ) -> OutputSource:
     if not isinstance(leaf, Ref):
         return OutputSource("literal", literal=leaf)
@@ -135,14 +146,23 @@ def _output_source(
         return OutputSource("literal", literal=replay.scalars[leaf.name])
     root = replay.root[leaf.name]
     steps = replay.steps[leaf.name]
-    if root in positions and all(step.is_literal() for step in steps):
+    literal = all(step.is_literal() for step in steps)
+    if root in positions and literal:
         return OutputSource("input", positions[root], steps)
+    if steps and literal and root in plain:
+        return OutputSource("output", plain[root], steps)  # a view of another output
     value = replay.read(leaf)
     name = value.value_name
     if name not in by_name:
         by_name[name] = len(outputs)
         outputs.append(value)
+    if not steps:
+        plain.setdefault(root, by_name[name])
     return OutputSource("computed", by_name[name])
+
+
+def _is_view(replay: FunctionalReplay, leaf: Any) -> bool:
+    return isinstance(leaf, Ref) and bool(replay.steps.get(leaf.name))
 
 
 def _finish(tracer: Tracer, graph: Graph, primals: list[TracerTensor], outputs: list[Any]) -> Graph:

@@ -183,10 +183,10 @@ class FunctionalReplay:
             )
         names = {schema.arguments[p].name for p in written}
         is_out = not node.target.split("::")[1].split(".")[0].endswith("_")
-        call_args = list(args)
+        call_args = _with_defaults(schema, args, kwargs)  # the twin may lack our defaults
         call_kwargs = dict(kwargs)
         if is_out:
-            call_args = [a for p, a in enumerate(args) if p not in written]
+            call_args = [a for p, a in enumerate(call_args) if p not in written]
             call_kwargs = {k: v for k, v in kwargs.items() if k not in names}
         result = call(variant, call_args, call_kwargs)
         results = result if isinstance(result, (tuple, list)) else (result,)
@@ -342,6 +342,16 @@ def _refs(args: list[Any], kwargs: dict[str, Any]) -> list[Ref]:
         items = arg if isinstance(arg, list) else [arg]
         found.extend(item for item in items if isinstance(item, Ref))
     return found
+
+
+def _with_defaults(schema: Any, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+    """`args` extended with the schema defaults of the positional arguments not given."""
+    filled = list(args)
+    for argument in schema.arguments[len(args) :]:
+        if argument.kwarg_only or argument.name in kwargs or not argument.has_default_value():
+            break
+        filled.append(argument.default_value)
+    return filled
 
 
 def _written_positions(schema: Any) -> list[int]:

@@ -172,7 +172,9 @@ class CompiledFunction:
             elif source.kind == "computed":
                 leaves.append(results[source.index])
             else:
-                tensor: Any = flat[source.index]
+                tensor: Any = (
+                    flat[source.index] if source.kind == "input" else results[source.index]
+                )
                 for step in source.steps:
                     tensor = apply_view(step, tensor)
                 leaves.append(tensor)
