@@ -4,6 +4,7 @@ min-cut forward saves fewer bytes than the naive one, and both halves verify and
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from torch import nn
 
 from ember.autodiff import PartitionError, is_recomputable, partition, trace_joint
 from ember.prims import Graph, run, trace
+from ember.prims.decompositions import PRIM_DECOMPOSITIONS
 from ember.prims.serialize import dumps, loads
 
 
@@ -60,9 +62,12 @@ def _run_partition(
     return list(results[:outputs]), list(grads)
 
 
-def test_min_cut_saves_fewer_bytes_than_naive_with_identical_gradients() -> None:
+@pytest.mark.parametrize("decompositions", [None, PRIM_DECOMPOSITIONS], ids=["aten", "prims"])
+def test_min_cut_saves_fewer_bytes_than_naive_with_identical_gradients(
+    decompositions: Any,
+) -> None:
     block, graph, primals = _setup()
-    joint = trace_joint(graph, [True] * len(primals))
+    joint = trace_joint(graph, [True] * len(primals), decompositions)
     naive = partition(joint, "naive")
     min_cut = partition(joint, "min_cut")
     assert min_cut.saved_bytes < naive.saved_bytes

@@ -176,6 +176,8 @@ def _min_cut_saved(layout: _Layout) -> list[str]:
     network.vertex("source")
     network.vertex("sink")
     forward_outputs = set(layout.forward_refs())
+    # Values the forward computes anyway; the rest is computed once, in whichever half.
+    forward_required = layout.ancestors(forward_outputs, set())
     for name in candidates:
         network.add_edge(f"{name}:in", f"{name}:out", weights[name])
         if name in forward_outputs or name not in layout.producer:
@@ -184,7 +186,9 @@ def _min_cut_saved(layout: _Layout) -> list[str]:
         outputs = [v.name for v in node.output_values() if v.name in weights]
         if not outputs:
             continue
-        banned = not is_recomputable(node.target)
+        banned = not is_recomputable(node.target) and any(
+            name in forward_required for name in outputs
+        )
         for name in outputs:
             if banned:
                 network.add_edge("source", f"{name}:in", infinite)
