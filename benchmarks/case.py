@@ -1,9 +1,11 @@
 """One measured case: a model, a mode, a dtype and a backend, run and turned into a record.
 
-The float64 reference and eager's own first-step values are computed once per model, mode
-and dtype (a `Setup`) and shared by every backend of that group. A backend's first step is
-both its cold compile and its accuracy sample; then it warms up, is timed, has its peak
-memory taken, and (optionally) is compiled again after a reset to time a warm compile.
+The float64 reference is computed once per model and mode (a `Reference`, shared by both
+dtypes) and eager's own first-step values once per dtype (a `Setup`, shared by every backend
+of that group). A backend's first step is both its cold compile and its accuracy sample; then
+it warms up, is timed, has its peak memory taken, and (optionally) is compiled again after a
+reset to time a warm compile. `hold` (the measurement lock) is held around the reference and
+eager values and around warm-up, timing and memory; never around a compile.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import copy
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +39,18 @@ class Settings:
     warmup: int = 3
     timing_allowance_s: float = 15.0
     warm_compile: bool = True
+
+
+Hold = Callable[[], AbstractContextManager[None]]
+
+
+@dataclass
+class Reference:
+    """A model's pristine workload and its float64 first-step values, for one mode."""
+
+    key: tuple[str, str, str, str]  # model, size, mode, device
+    workload: Workload  # pristine, on CPU, never run
+    values: dict[str, torch.Tensor]  # float64, on the device
 
 
 @dataclass
@@ -87,22 +102,36 @@ def _first_values(
     return {"loss": loss.detach(), "gradients": torch.cat(gradients)}
 
 
-def prepare_setup(model: str, size: str, mode: str, dtype: str, device: torch.device) -> Setup:
-    """Builds the pristine workload and computes the float64 and eager first-step values."""
+def prepare_reference(
+    model: str, size: str, mode: str, device: torch.device, hold: Hold = contextlib.nullcontext
+) -> Reference:
+    """Builds the pristine workload and computes its float64 first-step values."""
     workload = build_workload(spec(model), size, mode)
-    reference_module = copy.deepcopy(workload.module).to(device).double()
-    reference_inputs = _on(device, workload.inputs, double=True)
-    reference = _first_values(
-        reference_module, reference_module, reference_inputs, mode, contextlib.nullcontext()
-    )
-    del reference_module, reference_inputs
-    eager_module = copy.deepcopy(workload.module).to(device)
-    eager = _first_values(
-        eager_module, eager_module, _on(device, workload.inputs), mode, _autocast(device, dtype)
-    )
-    del eager_module
-    memory.release(device)
-    return Setup((model, size, mode, dtype, str(device)), workload, reference, eager)
+    with hold():  # device work: it must not overlap another worker's measurement
+        reference_module = copy.deepcopy(workload.module).to(device).double()
+        reference_inputs = _on(device, workload.inputs, double=True)
+        values = _first_values(
+            reference_module, reference_module, reference_inputs, mode, contextlib.nullcontext()
+        )
+        del reference_module, reference_inputs
+        memory.release(device)
+    return Reference((model, size, mode, str(device)), workload, values)
+
+
+def prepare_setup(
+    reference: Reference, dtype: str, device: torch.device, hold: Hold = contextlib.nullcontext
+) -> Setup:
+    """Eager's first-step values at `dtype`, beside the shared float64 reference."""
+    model, size, mode, _ = reference.key
+    workload = reference.workload
+    with hold():
+        eager_module = copy.deepcopy(workload.module).to(device)
+        eager = _first_values(
+            eager_module, eager_module, _on(device, workload.inputs), mode, _autocast(device, dtype)
+        )
+        del eager_module
+        memory.release(device)
+    return Setup((model, size, mode, dtype, str(device)), workload, reference.values, eager)
 
 
 def _make_step(
@@ -135,7 +164,11 @@ def _make_step(
 
 
 def run_case(
-    setup: Setup, backend: Backend, device: torch.device, settings: Settings
+    setup: Setup,
+    backend: Backend,
+    device: torch.device,
+    settings: Settings,
+    hold: Hold = contextlib.nullcontext,
 ) -> dict[str, Any]:
     """Measures `backend` on `setup`'s workload; returns the record fields it measured."""
     _, _, mode, dtype, _ = setup.key
@@ -150,19 +183,19 @@ def run_case(
     )
     record: dict[str, Any] = {}
 
-    synchronize(device)
-    start = time.perf_counter()
-    run = backend.compile(module)
+    # A compiling first call runs unlocked (its time is the cold compile; it may overlap other
+    # workers' compiles); eager's first call is only device work, so it holds the lock.
+    first_hold = hold if backend.kind == "baseline" else contextlib.nullcontext
     values: dict[str, torch.Tensor] = {}
-
-    def first_step() -> None:
+    with first_hold():
+        synchronize(device)
+        start = time.perf_counter()
+        run = backend.compile(module)
         values.update(_first_values(run, module, inputs, mode, _autocast(device, dtype)))
         if optimizer is not None:
             optimizer.step()
-
-    first_step()
-    synchronize(device)
-    first_call_s = time.perf_counter() - start  # compile and the first step, device work included
+        synchronize(device)
+        first_call_s = time.perf_counter() - start  # compile and first step, device work included
     counts = backend.counts()
     record.update(first_call_s=first_call_s, graphs=counts.graphs, graph_breaks=counts.breaks)
 
@@ -177,19 +210,22 @@ def run_case(
     values.clear()  # so the first step's copies do not count towards this backend's peak
 
     step = _make_step(run, module, inputs, mode, dtype, device, optimizer)
-    for _ in range(settings.warmup):
-        step()
-    memory.start_peak(device)
-    median_s, steps = median_step_seconds(step, device, settings.steps, settings.timing_allowance_s)
-    if device.type == "cuda":
-        peak = memory.cuda_peak_bytes(device) - base_bytes
-    else:
-        state = [t for s in (optimizer.state.values() if optimizer else []) for t in s.values()]
-        resident = memory.resident_bytes(
-            [*module.parameters(), *module.buffers(), *inputs]
-            + [t for t in state if isinstance(t, torch.Tensor)]
+    with hold():  # no other worker runs device work while this one times and takes memory
+        for _ in range(settings.warmup):
+            step()
+        memory.start_peak(device)
+        median_s, steps = median_step_seconds(
+            step, device, settings.steps, settings.timing_allowance_s
         )
-        peak = resident + memory.cpu_step_peak_bytes(step)
+        if device.type == "cuda":
+            peak = memory.cuda_peak_bytes(device) - base_bytes
+        else:
+            state = [t for s in (optimizer.state.values() if optimizer else []) for t in s.values()]
+            resident = memory.resident_bytes(
+                [*module.parameters(), *module.buffers(), *inputs]
+                + [t for t in state if isinstance(t, torch.Tensor)]
+            )
+            peak = resident + memory.cpu_step_peak_bytes(step)
     record.update(
         median_ms=median_s * 1000.0,
         steps=steps,

@@ -1,8 +1,9 @@
 """`python -m benchmarks.run`: runs the model suite under each backend and writes the results.
 
-Cases run in a worker process, one after another, ordered dtype by dtype, then model by
-model, then inference before training, eager first in every group. Every finished case is
-appended to results.jsonl at once and the dashboard is rewritten after every group, so a run
+Cases are planned model by model, then inference before training, then dtype by dtype,
+eager first in every group; `--jobs` worker processes each take the next model, and a
+cross-process lock keeps their measurements from overlapping. Every finished case is
+appended to results.jsonl at once and the dashboard is rewritten after every case, so a run
 that is cut off still leaves everything it measured. See benchmarks/README.md.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from benchmarks import backends, environment, records, report
+from benchmarks import backends, concurrency, environment, records, report
 from benchmarks.case import Settings
 from benchmarks.models import MODES, SIZES, SUITE, missing, spec
 from benchmarks.scheduler import Limits, run_tasks
@@ -57,6 +58,18 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--out", type=Path, help="output folder (default: benchmarks/results/<stamp>)"
     )
     parser.add_argument("--threads", type=int, help="torch CPU threads in the worker")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes at once; measurements never overlap (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--lock-file",
+        type=Path,
+        help="measurement lock file; give several runs the same one to serialize them "
+        "(default: one per run)",
+    )
     parser.add_argument("--list", action="store_true", help="list models and backends, then exit")
     return parser.parse_args(argv)
 
@@ -68,10 +81,10 @@ def _tasks(arguments: argparse.Namespace, size: str, dtypes: list[str]) -> list[
         backend_names.remove("eager")
         backend_names.insert(0, "eager")
     tasks = []
-    for dtype in dtypes:
-        for name in names:
-            entry = spec(name)
-            for mode in arguments.modes.split(","):
+    for name in names:  # one model's tasks together: one worker runs them on one reference
+        entry = spec(name)
+        for mode in arguments.modes.split(","):
+            for dtype in dtypes:
                 for backend in backend_names:
                     tasks.append(
                         {
@@ -121,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["OMP_NUM_THREADS"] = str(arguments.threads)  # workers read it at start-up
         torch.set_num_threads(arguments.threads)  # so the header records the same count
 
+    plan = concurrency.plan(arguments.jobs, arguments.threads)
+    lock_path = arguments.lock_file or cache / "measurement.lock"
     tasks = _tasks(arguments, size, dtypes)
     header = {
         "record": "run",
@@ -132,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
             "case_s": arguments.case_timeout,
             "model_s": arguments.model_budget,
             "total_s": arguments.budget,
+        },
+        "concurrency": {
+            **plan.describe(),
+            "lock": "exclusive fcntl lock around references, warm-up, timed steps and memory",
+            "lock_file": str(lock_path),
+            "omp_threads": os.environ.get("OMP_NUM_THREADS"),
         },
         "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.run", *sys.argv[1:]]),
         "environment": environment.collect(backends.REPOSITORY, ember_source),
@@ -157,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         "device": device,
         "settings": vars(settings),
         "backends": sorted({t["backend"] for t in tasks}),
+        "lock_path": str(lock_path),
+        "measure_cores": list(plan.measure_cores),
+        "worker_cores": list(plan.worker_cores),
     }
     unavailable = [t for t in tasks if _unavailable_reason(t)]
     for task in unavailable:
@@ -164,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     runnable = [t for t in tasks if not _unavailable_reason(t)]
     limits = Limits(arguments.case_timeout, arguments.model_budget, arguments.budget)
     with (out / "worker.log").open("a") as log:
-        run_tasks(runnable, options, limits, log, emit)
+        run_tasks(runnable, options, limits, log, emit, plan.jobs, plan.worker_environment())
     report.write(out, [results])
     print(f"wrote {out / 'dashboard.md'}", flush=True)
     return 0
@@ -191,6 +215,8 @@ def _summary(record: dict[str, Any]) -> str:
             parts.append(f"x{record['speedup']:.2f}")
         if record.get("compile_cold_s") is not None:
             parts.append(f"compile {record['compile_cold_s']:.1f}s")
+        if (record.get("lock_wait_s") or 0) >= 0.05:
+            parts.append(f"lock wait {record['lock_wait_s']:.1f}s")
         return " ".join(parts)
     return (record.get("error") or "").splitlines()[0][:100] if record.get("error") else ""
 

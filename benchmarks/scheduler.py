@@ -1,8 +1,12 @@
-"""Runs tasks in a worker process under time limits, restarting the worker after a crash or kill.
+"""Runs tasks in `jobs` worker processes under time limits, restarting a worker after a crash.
 
-Limits: each case has its own timeout; each model's cases together get a model budget; the
-whole run gets a total budget. A case that would start with too little time left is recorded
-as skipped; a case cut off by a limit is recorded as a timeout; the run always goes on.
+A unit of work is one model (all its modes, dtypes and backends, in plan order), so that a
+worker reuses the model's float64 reference; each free worker takes the next unit. Limits:
+each case has its own timeout; each model and dtype gets a model budget; the whole run gets a
+total budget. Time a case spends waiting for the measurement lock is not charged to the case
+or model (the worker reports it), only to the run. A case that would start with too little
+time left is recorded as skipped, and so is every other backend of a group whose eager
+baseline did not run; a case cut off by a limit is a timeout; the run always goes on.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,9 +39,11 @@ class Limits:
 
 
 class WorkerProcess:
-    """One worker subprocess and its protocol pipe."""
+    """One worker subprocess and its protocol pipe, read line by line without blocking."""
 
-    def __init__(self, options: dict[str, Any], log: IO[str]) -> None:
+    def __init__(
+        self, options: dict[str, Any], log: IO[str], environment: dict[str, str] | None = None
+    ) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.worker", json.dumps(options)],
             stdin=subprocess.PIPE,
@@ -46,27 +53,50 @@ class WorkerProcess:
             bufsize=1,
             start_new_session=True,  # its compile workers die with it
             cwd=Path(__file__).resolve().parent.parent,
+            env={**os.environ, **(environment or {})},
         )
         assert self.process.stdout is not None
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(self.process.stdout, selectors.EVENT_READ)
+        self.descriptor = self.process.stdout.fileno()
+        os.set_blocking(self.descriptor, False)
+        self.buffer = b""
+        self.closed = False
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The complete protocol messages that arrived so far (sets `closed` at end of file)."""
+        while True:
+            try:
+                chunk = os.read(self.descriptor, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                self.closed = True
+                break
+            self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        parsed = []
+        for line in lines:
+            with contextlib.suppress(json.JSONDecodeError):
+                message = json.loads(line)
+                if isinstance(message, dict):
+                    parsed.append(message)
+        return parsed
 
     def read(self, timeout_s: float) -> dict[str, Any] | None:
-        """The next protocol message, or None on timeout or if the worker died."""
-        assert self.process.stdout is not None
+        """The next protocol message, or None on timeout or if the worker died (one worker)."""
+        selector = selectors.DefaultSelector()
+        selector.register(self.descriptor, selectors.EVENT_READ)
         deadline = time.monotonic() + timeout_s
-        while (remaining := deadline - time.monotonic()) > 0:
-            if not self.selector.select(timeout=min(remaining, 5.0)):
-                if self.process.poll() is not None:
+        pending: list[dict[str, Any]] = []
+        try:
+            while (remaining := deadline - time.monotonic()) > 0:
+                pending += self.messages()
+                if pending:
+                    return pending[0]
+                if self.closed:
                     return None
-                continue
-            line = self.process.stdout.readline()
-            if not line:
-                return None
-            try:
-                return json.loads(line)
-            except json.JSONDecodeError:
-                continue
+                selector.select(timeout=min(remaining, 1.0))
+        finally:
+            selector.close()
         return None
 
     def send(self, task: dict[str, Any]) -> None:
@@ -90,60 +120,185 @@ class WorkerProcess:
         return f"worker exited with code {code}"
 
 
+@dataclass
+class _Slot:
+    """One of the `jobs` places a worker runs in, with its unit and its case in flight."""
+
+    worker: WorkerProcess | None = None
+    queue: deque[dict[str, Any]] = field(default_factory=deque)
+    task: dict[str, Any] | None = None  # the case sent (or waiting for the worker to start)
+    starting: bool = False
+    sent_at: float = 0.0
+    deadline: float = 0.0
+    waited_s: float = 0.0  # lock waits reported for the case in flight
+    waiting: bool = False  # its worker is waiting for the measurement lock now
+
+
+def units(tasks: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Consecutive tasks of one model, in plan order: what one worker runs back to back."""
+    grouped: list[list[dict[str, Any]]] = []
+    for task in tasks:
+        if grouped and grouped[-1][0]["model"] == task["model"]:
+            grouped[-1].append(task)
+        else:
+            grouped.append([task])
+    return grouped
+
+
 def run_tasks(
     tasks: list[dict[str, Any]],
     options: dict[str, Any],
     limits: Limits,
     log: IO[str],
     emit: Callable[[dict[str, Any], dict[str, Any]], None],
+    jobs: int = 1,
+    environment: dict[str, str] | None = None,
 ) -> None:
     """Runs every task, calling `emit(task, record)` once for each, whatever happens."""
     started = time.monotonic()
+    run_deadline = started + limits.total_s
+    pending = deque(units(tasks))
+    slots = [_Slot() for _ in range(max(1, jobs))]
     spent_by_model: dict[str, float] = {}
-    worker: WorkerProcess | None = None
-    try:
-        for task in tasks:
-            model_key = f"{task['model']}/{task['dtype']}"
-            total_left = limits.total_s - (time.monotonic() - started)
-            model_left = limits.model_s - spent_by_model.get(model_key, 0.0)
+    baseline_failed: dict[tuple[str, str, str], str] = {}
+
+    def stop(slot: _Slot) -> str:
+        assert slot.worker is not None
+        description = slot.worker.exit_description()
+        slot.worker.stop()
+        slot.worker = None
+        return description
+
+    def finish(slot: _Slot, record: dict[str, Any]) -> None:
+        task = slot.task
+        assert task is not None
+        slot.task = None
+        if not slot.starting:
+            elapsed = time.monotonic() - slot.sent_at - slot.waited_s
+            key = f"{task['model']}/{task['dtype']}"
+            spent_by_model[key] = spent_by_model.get(key, 0.0) + max(elapsed, 0.0)
+        slot.starting = False
+        if task["backend"] == "eager" and record.get("status") not in ("pass", "fail_accuracy"):
+            reason = (record.get("error") or "").splitlines()[:1]
+            baseline_failed[_group(task)] = f"eager baseline {record.get('status')}" + (
+                f": {reason[0][:160]}" if reason else ""
+            )
+        emit(task, record)
+
+    def advance(slot: _Slot) -> None:
+        """Starts the slot's next case (or its worker), skipping what cannot run."""
+        while slot.task is None:
+            if not slot.queue:
+                if not pending:
+                    if slot.worker is not None:  # nothing left for it: free its memory
+                        stop(slot)
+                    return
+                slot.queue.extend(pending.popleft())
+            task = slot.queue.popleft()
+            now = time.monotonic()
+            total_left = run_deadline - now
+            model_left = limits.model_s - spent_by_model.get(
+                f"{task['model']}/{task['dtype']}", 0.0
+            )
             allowed = min(limits.case_s, total_left, model_left)
+            if _group(task) in baseline_failed and task["backend"] != "eager":
+                emit(task, {"status": "skipped", "error": baseline_failed[_group(task)]})
+                continue
             if allowed < MINIMUM_CASE_S:
                 which = "run" if total_left <= model_left else "model"
                 emit(task, {"status": "skipped", "error": f"{which} time budget spent"})
                 continue
-            if worker is None:
-                worker = WorkerProcess(options, log)
-                ready = worker.read(min(STARTUP_LIMIT_S, total_left))
-                if ready is None or not ready.get("ready"):
-                    alive = worker.process.poll() is None
-                    description = worker.exit_description()
-                    worker.stop()
-                    worker = None
-                    if alive and total_left < STARTUP_LIMIT_S:
-                        emit(task, {"status": "skipped", "error": "run time budget spent"})
-                    else:
-                        emit(
-                            task,
-                            {"status": "error", "error": f"worker did not start: {description}"},
-                        )
-                    continue
-            case_start = time.monotonic()
-            worker.send(task)
-            answer = worker.read(allowed)
-            spent_by_model[model_key] = (
-                spent_by_model.get(model_key, 0.0) + time.monotonic() - case_start
-            )
-            if answer is not None and answer.get("id") == task["id"]:
-                emit(task, answer["record"])
-                continue
-            alive = worker.process.poll() is None
-            description = worker.exit_description()
-            worker.stop()
-            worker = None
-            if alive:
-                emit(task, {"status": "timeout", "error": f"no result within {allowed:.0f} s"})
+            slot.task, slot.waited_s, slot.waiting = task, 0.0, False
+            if slot.worker is None:
+                slot.worker = WorkerProcess(options, log, environment)
+                slot.starting = True
+                slot.deadline = now + min(STARTUP_LIMIT_S, total_left)
             else:
-                emit(task, {"status": "error", "error": f"{description} during this case"})
+                send(slot, allowed)
+
+    def send(slot: _Slot, allowed: float) -> None:
+        assert slot.worker is not None and slot.task is not None
+        slot.starting = False
+        slot.sent_at = time.monotonic()
+        slot.deadline = slot.sent_at + allowed
+        slot.worker.send(slot.task)
+
+    def handle(slot: _Slot, message: dict[str, Any]) -> None:
+        task = slot.task
+        if task is None:
+            return
+        if slot.starting and message.get("ready"):
+            now = time.monotonic()
+            model_key = f"{task['model']}/{task['dtype']}"
+            allowed = min(
+                limits.case_s, run_deadline - now, limits.model_s - spent_by_model.get(model_key, 0)
+            )
+            if allowed < MINIMUM_CASE_S:
+                finish(slot, {"status": "skipped", "error": "run time budget spent"})
+                advance(slot)
+            else:
+                send(slot, allowed)
+        elif message.get("id") == task["id"] and message.get("lock_waiting"):
+            slot.waiting = True
+        elif message.get("id") == task["id"] and "lock_wait_s" in message:
+            waited = float(message["lock_wait_s"])
+            slot.waiting = False
+            slot.waited_s += waited
+            slot.deadline = min(slot.deadline + waited, run_deadline)
+        elif message.get("id") == task["id"] and "record" in message:
+            finish(slot, message["record"])
+            advance(slot)
+
+    def lost(slot: _Slot) -> None:
+        """The worker died or ran past the deadline: record why and go on without it."""
+        assert slot.worker is not None and slot.task is not None
+        alive = slot.worker.process.poll() is None and not slot.worker.closed
+        description = stop(slot)
+        if slot.starting:
+            if alive and run_deadline - time.monotonic() < MINIMUM_CASE_S:
+                record = {"status": "skipped", "error": "run time budget spent"}
+            else:
+                record = {"status": "error", "error": f"worker did not start: {description}"}
+        elif alive:
+            allowed = slot.deadline - slot.sent_at - slot.waited_s
+            record = {"status": "timeout", "error": f"no result within {allowed:.0f} s"}
+        else:
+            record = {"status": "error", "error": f"{description} during this case"}
+        finish(slot, record)
+        advance(slot)
+
+    selector = selectors.DefaultSelector()
+    try:
+        for slot in slots:
+            advance(slot)
+        while any(slot.task is not None for slot in slots):
+            active = [s for s in slots if s.task is not None and s.worker is not None]
+            descriptors = {s.worker.descriptor: s for s in active if s.worker is not None}
+            for descriptor in descriptors:
+                selector.register(descriptor, selectors.EVENT_READ)
+            timeout = max(0.0, min(_deadline(s, run_deadline) for s in active) - time.monotonic())
+            selector.select(timeout=min(timeout, 1.0))
+            for descriptor in descriptors:
+                selector.unregister(descriptor)
+            for slot in active:
+                if slot.worker is None:
+                    continue
+                for message in slot.worker.messages():
+                    handle(slot, message)
+                if slot.worker is not None and slot.task is not None:
+                    if slot.worker.closed or time.monotonic() > _deadline(slot, run_deadline):
+                        lost(slot)
     finally:
-        if worker is not None:
-            worker.stop()
+        selector.close()
+        for slot in slots:
+            if slot.worker is not None:
+                slot.worker.stop()
+
+
+def _group(task: dict[str, Any]) -> tuple[str, str, str]:
+    return (task["model"], task["mode"], task["dtype"])
+
+
+def _deadline(slot: _Slot, run_deadline: float) -> float:
+    """While a worker waits for the lock only the run's deadline applies to its case."""
+    return run_deadline if slot.waiting else slot.deadline

@@ -2,8 +2,10 @@
 
 Protocol: the runner writes one JSON task per line on stdin; the worker answers on its
 original stdout with one JSON line per task (`{"id": ..., "record": {...}}`), after a
-`{"ready": true}` line once warmed up. Anything else printed goes to stderr (the run log).
-Running in its own process lets the runner enforce time limits and survive crashes.
+`{"ready": true}` line once warmed up, and a `{"id": ..., "lock_wait_s": s}` line whenever
+a case waited for the measurement lock (the runner does not charge waits to the case's limits).
+Anything else printed goes to stderr (the run log). Running in its own process lets the
+runner enforce time limits and survive crashes; several workers may run at once (`--jobs`).
 """
 
 from __future__ import annotations
@@ -13,12 +15,22 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import IO, Any
 
 import torch
 
 from benchmarks import backends as backend_registry
-from benchmarks.case import Settings, Setup, prepare_setup, run_case
+from benchmarks.case import (
+    Reference,
+    Settings,
+    Setup,
+    prepare_reference,
+    prepare_setup,
+    run_case,
+)
+from benchmarks.concurrency import pin_threads
+from benchmarks.device_lock import MeasurementLock
 
 ERROR_CHARACTERS = 3000
 
@@ -39,17 +51,21 @@ def _warm_up(device: torch.device, backend_names: list[str]) -> None:
 
 
 class Worker:
-    """Holds the current group's setup, so backends of one group share one reference."""
+    """Holds the current model's float64 reference (shared by its dtypes) and the current
+    group's setup (shared by its backends)."""
 
-    def __init__(self, device: torch.device, settings: Settings) -> None:
+    def __init__(self, device: torch.device, settings: Settings, lock: MeasurementLock) -> None:
         self.device = device
         self.settings = settings
+        self.lock = lock
+        self.reference: Reference | None = None
         self.setup: Setup | None = None
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         key = (task["model"], task["size"], task["mode"], task["dtype"], str(self.device))
         record: dict[str, Any] = {}
         start = time.perf_counter()
+        self.lock.reset_counters()
         try:
             backend = backend_registry.lookup(task["backend"])
             record["backend_kind"] = backend.kind
@@ -58,9 +74,17 @@ class Worker:
                 return record
             if self.setup is None or self.setup.key != key:
                 self.setup = None
-                self.setup = prepare_setup(*key[:4], self.device)
+                reference_key = (task["model"], task["size"], task["mode"], str(self.device))
+                if self.reference is None or self.reference.key != reference_key:
+                    self.reference = None
+                    self.reference = prepare_reference(
+                        *reference_key[:3], self.device, self.lock.hold
+                    )
+                self.setup = prepare_setup(
+                    self.reference, task["dtype"], self.device, self.lock.hold
+                )
             record["description"] = self.setup.workload.description
-            record.update(run_case(self.setup, backend, self.device, self.settings))
+            record.update(run_case(self.setup, backend, self.device, self.settings, self.lock.hold))
             record["status"] = "pass" if record["accuracy_passed"] else "fail_accuracy"
             if backend.kind == "baseline":
                 self.setup.baseline = {
@@ -75,6 +99,8 @@ class Worker:
                 torch.cuda.empty_cache()
         finally:
             record["elapsed_s"] = time.perf_counter() - start
+            record["lock_wait_s"] = self.lock.waited_s
+            record["lock_held_s"] = self.lock.held_s
         return record
 
     def _relate(self, record: dict[str, Any]) -> None:
@@ -96,14 +122,32 @@ def main() -> None:
     device = torch.device(options["device"])
     backend_registry.ensure_ember_importable()
     settings = Settings(**options["settings"])
+    worker_cores = tuple(options.get("worker_cores", ()))
+    if worker_cores:  # before the compile workers start, so that they inherit it
+        pin_threads(worker_cores)
+    current: dict[str, str] = {}
+
+    def report_wait(waited_s: float | None) -> None:
+        """Tells the runner a wait started (None) or how long it took, so it is not charged."""
+        if "id" in current:
+            field = {"lock_waiting": True} if waited_s is None else {"lock_wait_s": waited_s}
+            protocol.write(json.dumps({"id": current["id"], **field}) + "\n")
+
+    lock = MeasurementLock(
+        Path(options["lock_path"]),
+        tuple(options.get("measure_cores", ())),
+        worker_cores,
+        report_wait,
+    )
     try:
         _warm_up(device, options["backends"])
     except Exception as error:  # the cases will report the same problem
         print(f"warm-up failed: {_error_text(error)}", file=sys.stderr)
     protocol.write(json.dumps({"ready": True}) + "\n")
-    worker = Worker(device, settings)
+    worker = Worker(device, settings, lock)
     for line in sys.stdin:
         task = json.loads(line)
+        current["id"] = task["id"]
         print(f"[worker] {task['id']}", file=sys.stderr, flush=True)
         record = worker.run(task)
         protocol.write(json.dumps({"id": task["id"], "record": record}, default=str) + "\n")
