@@ -286,3 +286,20 @@ def test_captured_transformer_block_min_cut_saves_less_than_naive() -> None:
         results = ember.prims.run(parts.forward, *primals)
         grads.append(ember.prims.run(parts.backward, *results[1:], tangent))
     torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+
+
+def test_parameter_written_under_no_grad_keeps_its_gradient() -> None:
+    class Decaying(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(3))
+            self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                self.weight.mul_(0.5)
+                self.calls.add_(1)
+            return (x * self.weight).sin().sum(dim=0)
+
+    torch.manual_seed(0)
+    _compare(Decaying, [torch.randn(4, 3, requires_grad=True)])

@@ -43,6 +43,18 @@ _UNSUPPORTED_WRITES = frozenset(
 )
 
 
+class _KeepGradient(torch.autograd.Function):
+    """The values of `new` with the autograd history of `old` (gradients pass straight to it)."""
+
+    @staticmethod
+    def forward(ctx: Any, old: Any, new: Any) -> Any:
+        return aten.alias.default(new)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        return grad, None
+
+
 def placeholder(
     tracer: Tracer, graph_input: GraphInput, *, requires_grad: bool = False
 ) -> TracerTensor:
@@ -216,6 +228,7 @@ class FunctionalReplay:
                 "(x = torch.tensor(...).clone())"
             )
         old = self.read(ref)
+        previous = self.current[root]
         if new.dtype != old.dtype:
             new = aten._to_copy.default(new, dtype=old.dtype)
         if tuple(new.shape) != tuple(old.shape) and (steps or self._is_input(root)):
@@ -240,9 +253,15 @@ class FunctionalReplay:
                         "copy (.clone()) instead"
                     ) from None
             self.current[root] = updated
+        kept = self.differentiable and not torch.is_grad_enabled() and previous.requires_grad
+        if kept:
+            # A write under no_grad changes the values of a tensor that requires grad but not
+            # its autograd history: later uses still differentiate into the old history.
+            with torch.enable_grad():
+                self.current[root] = _KeepGradient.apply(previous, self.current[root])
         self._note(self.current[root])
         self.version[root] += 1
-        if steps:
+        if steps and not kept:
             self.cache[name] = (self.version[root], new)
         return new
 

@@ -158,7 +158,9 @@ class CompiledFunction:
         for input_index, output_index in self.signature.mutations:
             new = results[output_index]
             target = flat[input_index]
-            if new.requires_grad:
+            # A leaf that requires grad can only have been written under no_grad; a non-leaf
+            # keeps its autograd history through the copy, as after an in-place op in eager.
+            if new.requires_grad and not target.is_leaf:
                 target.copy_(new)
             else:
                 with torch.no_grad():
