@@ -29,6 +29,9 @@ class Case:
     state: Callable[[], Any] | None = None
     # Resets that state before each run.
     reset: Callable[[], None] | None = None
+    # Each run gets fresh copies of the inputs; False shares them (modules as arguments,
+    # whose identity is guarded, in programs that do not mutate them).
+    copy_inputs: bool = True
 
     @property
     def id(self) -> str:
@@ -42,7 +45,7 @@ def randn(*shape: int) -> torch.Tensor:
 def _run(case: Case, fn: Callable[..., Any], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     if case.reset is not None:
         case.reset()
-    arguments = copy.deepcopy(inputs)
+    arguments = copy.deepcopy(inputs) if case.copy_inputs else inputs
     result = fn(*arguments, **case.kwargs)
     state = case.state() if case.state is not None else None
     return result, arguments, state

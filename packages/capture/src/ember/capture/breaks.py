@@ -104,8 +104,12 @@ class GraphBreak:
     message: str
     hint: str
     location: SourceLocation | None
+    # Where the compiled function broke, when that is not `location` (a call into a
+    # function that broke inside): `name (file:line)`.
+    broke: str = ""
 
     def __str__(self) -> str:
         where = f"{self.location.short()}: " if self.location is not None else ""
         code = f" (`{self.location.code}`)" if self.location and self.location.code else ""
-        return f"{where}{self.message}{code} [{self.id}]"
+        broke = f", breaking {self.broke}" if self.broke else ""
+        return f"{where}{self.message}{code} [{self.id}]{broke}"

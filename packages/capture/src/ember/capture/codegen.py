@@ -100,11 +100,14 @@ def entry_function(
     name: str,
     effects: list[SideEffectPlan] | None = None,
     continuation: Continuation | None = None,
+    prologue: list[SideEffectPlan] | None = None,
 ) -> types.FunctionType:
     """`def entry(L): outs = compiled(*<inputs>); <effects>; return <output rebuilt>`, or,
     after a break, `...; <instruction>; return resume(*<stack>, *<locals>)`."""
     load_locals = [Instr("LOAD_FAST", "L")]
     body: list[Instr | Label] = [Instr("RESUME", 0)]
+    for step in prologue or ():
+        body += _emit_effect(step, load_locals, globals_dict)
     if compiled is not None:
         body += [Instr("PUSH_NULL"), load_const(compiled)]
         for source in inputs:

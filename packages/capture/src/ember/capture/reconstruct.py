@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ember.capture.codegen import OutputPlan
 from ember.capture.unsupported import Unsupported
+from ember.capture.variables.autocast import AutocastExitVariable, ResumedAutocast
 from ember.capture.variables.base import NullVariable, Variable
 from ember.capture.variables.builtins import BuiltinVariable
 from ember.capture.variables.constant import ConstantVariable
@@ -23,18 +24,25 @@ from ember.capture.variables.containers import (
     DictVariable,
     IteratorVariable,
     ListVariable,
+    ResumeIterator,
     SetVariable,
     TupleVariable,
 )
 from ember.capture.variables.dataclass_objects import DataclassVariable
 from ember.capture.variables.functional import PartialVariable
-from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
+from ember.capture.variables.functions import (
+    BoundMethodVariable,
+    CellVariable,
+    FunctionVariable,
+)
 from ember.capture.variables.modules import ModuleVariable
 from ember.capture.variables.tensor import DataMethodVariable, TensorVariable
 from ember.capture.variables.torch import (
     GradModeClassVariable,
+    GradModeExitVariable,
     PythonModuleVariable,
     TorchFunctionVariable,
+    restore_grad_mode,
 )
 from ember.prims import TracerTensor
 
@@ -43,10 +51,6 @@ if TYPE_CHECKING:
 
 # Compiles a user function on its own (a callee whose body broke the graph).
 CompileCallee = Callable[[types.FunctionType], Callable[..., Any]]
-
-
-def _iterator(values: list[Any]) -> Any:
-    return iter(values)
 
 
 def _method(function: Any, receiver: Any) -> Any:
@@ -106,7 +110,7 @@ class Reconstructor:
             fn, receiver = value.function.fn, value.receiver
         elif isinstance(value, ModuleVariable) and value.source is not None:
             forward = type(value.module).forward
-            if isinstance(forward, types.FunctionType) and not _is_torch_module(value):
+            if isinstance(forward, types.FunctionType):
                 fn, receiver = forward, value
         if not _compilable(fn) or self.compile_callee is None:
             return self.plan(value)
@@ -136,10 +140,6 @@ class Reconstructor:
             "return tensors, Python constants, or lists/tuples/dicts of them",
             self.session.location,
         )
-
-
-def _is_torch_module(value: ModuleVariable) -> bool:
-    return type(value.module).__module__.startswith("torch.nn.")
 
 
 def _compilable(fn: Any) -> bool:
@@ -196,7 +196,7 @@ def _dataclass(r: Reconstructor, value: DataclassVariable) -> OutputPlan:
 def _iterator_plan(r: Reconstructor, value: IteratorVariable) -> OutputPlan:
     rest = value.values[value.position :]
     listed = OutputPlan("list", children=tuple(r.plan(item) for item in rest))
-    return OutputPlan("call", _iterator, (listed,))
+    return OutputPlan("call", ResumeIterator, (listed,))
 
 
 def _function(r: Reconstructor, value: FunctionVariable) -> OutputPlan:
@@ -204,19 +204,35 @@ def _function(r: Reconstructor, value: FunctionVariable) -> OutputPlan:
         return OutputPlan("source", value.source)
     if value.fn is not None:
         return OutputPlan("constant", value.fn)
-    if value.closure or value.kwdefaults:
+    if value.kwdefaults:
         raise Unsupported(
             f"keeping {value.describe()}, made inside the function, across a graph break",
             "define it at module level",
         )
-    defaults = OutputPlan("tuple", children=tuple(r.plan(d) for d in value.defaults))
+    # Cells get their current contents (a comprehension or lambda reading outer locals);
+    # a later write to the variable outside is not seen by this copy.
+    cells = tuple(_cell(r, cell) for cell in value.closure)
+    defaults = (
+        OutputPlan("tuple", children=tuple(r.plan(d) for d in value.defaults))
+        if value.defaults
+        else OutputPlan("constant", None)
+    )
     parts = (
         OutputPlan("constant", value.code),
         OutputPlan("constant", value.globals),
         OutputPlan("constant", value.name.rsplit(".", 1)[-1]),
         defaults,
+        OutputPlan("tuple", children=cells),
     )
     return OutputPlan("call", types.FunctionType, parts)
+
+
+def _cell(r: Reconstructor, cell: CellVariable) -> OutputPlan:
+    if cell.contents is not None:
+        return OutputPlan("call", types.CellType, (r.plan(cell.contents),))
+    if cell._real is not None:  # a cell of a real closure, not read while capturing
+        return OutputPlan("constant", cell._real)
+    return OutputPlan("call", types.CellType, ())
 
 
 def _bound_method(r: Reconstructor, value: BoundMethodVariable) -> OutputPlan:
@@ -246,6 +262,17 @@ def _partial(r: Reconstructor, value: PartialVariable) -> OutputPlan:
 
 def _data_method(r: Reconstructor, value: DataMethodVariable) -> OutputPlan:
     return OutputPlan("call", getattr, (r.plan(value.owner), OutputPlan("constant", value.name)))
+
+
+def _grad_mode_exit(r: Reconstructor, value: GradModeExitVariable) -> OutputPlan:
+    previous = value.manager.previous
+    return OutputPlan("call", restore_grad_mode, (OutputPlan("constant", previous),))
+
+
+def _autocast_exit(r: Reconstructor, value: AutocastExitVariable) -> OutputPlan:
+    manager = value.manager
+    parts = (OutputPlan("constant", manager.args), OutputPlan("constant", manager.kwargs))
+    return OutputPlan("call", ResumedAutocast, parts)
 
 
 def _real(attribute: str) -> Builder:
@@ -278,6 +305,8 @@ _BUILDERS: dict[type, Builder] = {
     ModuleVariable: _module,
     PartialVariable: _partial,
     DataMethodVariable: _data_method,
+    GradModeExitVariable: _grad_mode_exit,
+    AutocastExitVariable: _autocast_exit,
 }
 
 

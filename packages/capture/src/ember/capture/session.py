@@ -43,8 +43,13 @@ class CaptureSession:
     location: SourceLocation | None = None
     initial_grad_mode: bool = field(default_factory=torch.is_grad_enabled)
     side_effects: SideEffects = field(default_factory=SideEffects)
+    # Real context managers entered while capturing (autocast), exited if capture stops.
+    open_contexts: list[Any] = field(default_factory=list)
+    # Sources of resumed autocast blocks the entry function suspends before the graph runs.
+    prologue: list[Source] = field(default_factory=list)
     # Mutable values read from a source, so every read of that source sees one Variable.
     by_source: dict[Source, Variable] = field(default_factory=dict)
+    by_identity: dict[int, tuple[Source, Variable]] = field(default_factory=dict)
     _guarded: set[tuple[GuardKind, Source | None]] = field(default_factory=set)
     _inputs_by_id: dict[int, TensorInput] = field(default_factory=dict)
 

@@ -40,9 +40,10 @@ from ember.capture.resume import STACK_PREFIX, resume_function
 from ember.capture.session import CaptureSession
 from ember.capture.side_effects import AttributeWrite
 from ember.capture.unsupported import Unsupported
+from ember.capture.variables.autocast import ResumedAutocast
 from ember.capture.variables.containers import ListVariable
 from ember.capture.variables.functions import CellVariable
-from ember.prims import Graph, Ref, Tracer, tree_flatten
+from ember.prims import Graph, Ref, Tracer, cross_boundary, tree_flatten
 
 # The compiled function itself travels in the arguments dict under this key, so guards and
 # generated code can read its closure cells.
@@ -136,6 +137,7 @@ def _capture(
             )
             if reason is not None:
                 frame.break_pc = reason.root_pc
+                frame.break_visit = reason.root_visit
             result = frame.run()
             effects = _effects(session, rebuild)
             if frame.stopped:
@@ -145,10 +147,12 @@ def _capture(
                 except (ValueError, TypeError, KeyError, IndexError) as error:
                     # bytecode refused the generated code: resume eagerly instead of failing.
                     raise Unsupported(f"generating the resume function ({error})") from error
-                breaks.append(reason.as_break())
+                breaks.append(reason.as_break(frame.location()))
             else:
                 output = rebuild.plan(result)
     finally:
+        for manager in reversed(session.open_contexts):
+            manager.__exit__(None, None, None)
         torch.set_grad_enabled(grad_mode)
     outputs = rebuild.outputs
     graph: Graph | None = None
@@ -162,7 +166,7 @@ def _capture(
         graph.meta = {"pass": "capture", "time_ms": f"{(time.perf_counter() - started) * 1e3:.1f}"}
         if logs.graphs.isEnabledFor(logging.INFO):
             logs.graphs.info("captured %s:\n%s", fn.__qualname__, graph)
-        compiled = compiler(graph, example_inputs)
+        compiled = compiler(cross_boundary(graph, "capture -> backend"), example_inputs)
     elif outputs:
         raise AssertionError("graph outputs without graph nodes")
     check = build_check(session.guards)
@@ -178,6 +182,10 @@ def _capture(
     for graph_break in breaks:
         _log_break(fn, graph_break)
     sources = [entry.source for entry in session.inputs] if compiled is not None else []
+    prologue = [
+        SideEffectPlan("call", OutputPlan("call", ResumedAutocast.suspend, (plan,)))
+        for plan in (OutputPlan("source", source) for source in session.prologue)
+    ]
     entry = entry_function(
         compiled,
         sources,
@@ -186,6 +194,7 @@ def _capture(
         f"__ember_entry_{fn.__name__}",
         effects,
         continuation,
+        prologue,
     )
     return CacheEntry(check, entry, graph, breaks)
 

@@ -32,6 +32,7 @@ class Unsupported(CaptureError):
         # The index of the compiled function's own instruction that was running (set by the
         # root frame), where a graph break goes.
         self.root_pc: int | None = None
+        self.root_visit = 0
         super().__init__(self._message())
 
     @classmethod
@@ -53,7 +54,10 @@ class Unsupported(CaptureError):
             self.args = (self._message(),)
         return self
 
-    def as_break(self) -> GraphBreak:
-        """The graph break this error becomes."""
+    def as_break(self, broke: SourceLocation | None = None) -> GraphBreak:
+        """The graph break this error becomes; `broke` is where the compiled function broke."""
         hint = self.hint or CATALOGUE[self.kind].hint
-        return GraphBreak(self.kind, self.construct, hint, self.location)
+        where = ""
+        if broke is not None and broke != self.location:
+            where = f"{broke.function} at {broke.short()}"
+        return GraphBreak(self.kind, self.construct, hint, self.location, where)

@@ -87,8 +87,11 @@ class Frame:
         self.lineno = code.co_firstlineno
         self.returned: Variable | None = None
         self.yielded: list[Variable] | None = [] if code.co_flags & _GENERATOR_FLAGS else None
-        # The root frame stops before this instruction: a graph break goes there.
+        # The root frame stops before this instruction, on its `break_visit`-th execution
+        # (loops run one instruction many times): a graph break goes there.
         self.break_pc: int | None = None
+        self.break_visit = 0
+        self.visits: dict[int, int] = {}
         self.stopped = False
 
     # ---- running -------------------------------------------------------------------------
@@ -103,15 +106,18 @@ class Frame:
             if instr.lineno is not None and instr.lineno != self.lineno:
                 self.lineno = instr.lineno
             self.session.location = self.location()
-            if self.pc == self.break_pc:
-                self.stopped = True
-                return NULL
+            if self.parent is None:
+                visit = self.visits[self.pc] = self.visits.get(self.pc, 0) + 1
+                if self.pc == self.break_pc and visit == self.break_visit:
+                    self.stopped = True
+                    return NULL
             self.pc += 1
             try:
                 handler_for(instr.name)(self, instr)
             except Unsupported as error:
                 if self.parent is None and error.root_pc is None:
                     error.root_pc = self.pc - 1
+                    error.root_visit = self.visits[self.pc - 1]
                 raise error.at(self.location()) from None
         if self.yielded is not None:
             return IteratorVariable(self.yielded)

@@ -7,11 +7,12 @@ from __future__ import annotations
 from ember.capture.bytecode.frame import Frame, Step
 from ember.capture.bytecode.registry import handler
 from ember.capture.unsupported import Unsupported
+from ember.capture.variables.autocast import AutocastExitVariable, AutocastVariable
 from ember.capture.variables.base import NULL, Variable
 from ember.capture.variables.constant import ConstantVariable
 from ember.capture.variables.containers import DictVariable, IteratorVariable
 from ember.capture.variables.functions import CellVariable, FunctionVariable
-from ember.capture.variables.torch import GradModeVariable
+from ember.capture.variables.torch import GradModeExitVariable, GradModeVariable
 
 PY311 = ((3, 11),)
 PY312 = ((3, 12),)
@@ -178,24 +179,18 @@ def make_function(frame: Frame, instr: Step) -> None:
     )
 
 
-class _ExitVariable(Variable):
-    """The bound `__exit__` that BEFORE_WITH leaves on the stack."""
-
-    def __init__(self, manager: GradModeVariable) -> None:
-        self.manager = manager
-
-    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        self.manager.exit(frame)
-        return ConstantVariable(None)
-
-
 @handler("BEFORE_WITH")
 def before_with(frame: Frame, instr: Step) -> None:
     manager = frame.pop()
+    if isinstance(manager, AutocastVariable):
+        frame.push(AutocastExitVariable(manager))
+        frame.push(manager.enter(frame))
+        return
     if not isinstance(manager, GradModeVariable):
         raise Unsupported(
             f"a `with` block over {manager.describe()}",
-            "ember.compile models `with torch.no_grad()` / `enable_grad()` / `set_grad_enabled()`",
+            "ember.compile models `with torch.no_grad()` / `enable_grad()` / "
+            "`set_grad_enabled()` / `torch.autocast()`; others run in plain Python",
         )
-    frame.push(_ExitVariable(manager))
+    frame.push(GradModeExitVariable(manager))
     frame.push(manager.enter(frame))

@@ -18,12 +18,20 @@ from ember.capture.guards.kinds import GuardKind
 from ember.capture.guards.source import AttrSource, ItemSource, Source
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables import superclass  # noqa: F401 - models super()
+from ember.capture.variables.autocast import (
+    AutocastClassVariable,
+    AutocastExitVariable,
+    AutocastVariable,
+    ResumedAutocast,
+)
 from ember.capture.variables.base import Variable
 from ember.capture.variables.builtins import BUILTINS, BuiltinVariable
 from ember.capture.variables.constant import ConstantVariable, is_constant_value
 from ember.capture.variables.containers import (
     DictVariable,
+    IteratorVariable,
     ListVariable,
+    ResumeIterator,
     SetVariable,
     TupleVariable,
 )
@@ -57,6 +65,11 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
         known = session.by_source.get(source)
         if known is not None:
             return known
+        aliased = session.by_identity.get(id(value))
+        if aliased is not None:  # one list under two names: mutations through either show
+            session.guard(GuardKind.SAME_OBJECT, source, aliased[0])
+            session.by_source[source] = aliased[1]
+            return aliased[1]
     if type(value) in (list, tuple) or (isinstance(value, tuple) and hasattr(value, "_fields")):
         session.guard(GuardKind.TYPE, source, type(value))
         session.guard(GuardKind.LENGTH, source, len(value))
@@ -64,9 +77,19 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
         if type(value) is list:
             listed = ListVariable(items, source)
             session.by_source[source] = listed
+            session.by_identity[id(value)] = (source, listed)
             session.side_effects.containers.append(listed)
             return listed
         return TupleVariable(items, source, type(value))
+    if type(value) is ResumeIterator:
+        session.guard(GuardKind.TYPE, source, ResumeIterator)
+        session.guard(GuardKind.CONSTANT, AttrSource(source, "position"), value.position)
+        remaining = AttrSource(source, "values")
+        session.guard(GuardKind.LENGTH, remaining, len(value.values))
+        rest = range(value.position, len(value.values))
+        return IteratorVariable(
+            [wrap(frame, value.values[i], ItemSource(remaining, i)) for i in rest]
+        )
     if type(value) in (set, frozenset) and all(is_constant_value(m) for m in value):
         session.guard(GuardKind.CONSTANT, source, value)
         return SetVariable([ConstantVariable(m) for m in value])
@@ -78,6 +101,7 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
         entries = {key: wrap(frame, item, ItemSource(source, key)) for key, item in value.items()}
         mapping = DictVariable(entries, source)
         session.by_source[source] = mapping
+        session.by_identity[id(value)] = (source, mapping)
         session.side_effects.containers.append(mapping)
         return mapping
     if isinstance(value, nn.Module):
@@ -88,8 +112,23 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
         session.guard(GuardKind.ID, source, value)
         return trusted
     if isinstance(value, types.FunctionType):
-        session.guard(GuardKind.ID, source, value)
+        if value.__closure__ and not value.__kwdefaults__ and is_constant_value(value.__defaults__):
+            # A closure made anew each call (a lambda across a graph break): its code and
+            # defaults identify it; its cells are read, and guarded, through the source.
+            session.guard(GuardKind.TYPE, source, types.FunctionType)
+            session.guard(GuardKind.ID, AttrSource(source, "__code__"), value.__code__)
+            defaults = value.__defaults__
+            session.guard(GuardKind.CONSTANT, AttrSource(source, "__defaults__"), defaults)
+        else:
+            session.guard(GuardKind.ID, source, value)
         return FunctionVariable.of(frame, value, source)
+    if type(value) is ResumedAutocast:
+        session.guard(GuardKind.TYPE, source, ResumedAutocast)
+        session.prologue.append(source)
+        value.suspend()  # the capture traces the block under an autocast of its own
+        manager = AutocastVariable(value.args, value.kwargs)
+        manager.enter(frame)
+        return AutocastExitVariable(manager)
     if isinstance(value, types.MethodType):
         session.guard(GuardKind.ID, AttrSource(source, "__func__"), value.__func__)
         receiver = wrap(frame, value.__self__, AttrSource(source, "__self__"))
@@ -158,6 +197,8 @@ def _trusted(value: Any) -> Variable | None:
         return BuiltinVariable(value)
     if isinstance(value, type) and value in GRAD_MODE_CLASSES:
         return GradModeClassVariable(value)
+    if value is torch.autocast or value is torch.amp.autocast:
+        return AutocastClassVariable()
     if is_torch_function(value):
         return TorchFunctionVariable(value)
     if callable(value) and getattr(value, "__module__", None) == "math":

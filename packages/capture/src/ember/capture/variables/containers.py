@@ -184,6 +184,24 @@ class SetVariable(Variable):
         return ContainerMethodVariable(self, name, method)
 
 
+class ResumeIterator:
+    """The real iterator a graph break hands to a resume function: the items a loop has
+    not reached yet, readable (`values[position:]`) so capture can model it again."""
+
+    def __init__(self, values: list[Any]) -> None:
+        self.values = values
+        self.position = 0
+
+    def __iter__(self) -> ResumeIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self.position >= len(self.values):
+            raise StopIteration
+        self.position += 1
+        return self.values[self.position - 1]
+
+
 class IteratorVariable(Variable):
     """An iterator over a fixed list of Variables (what GET_ITER makes of anything iterable)."""
 

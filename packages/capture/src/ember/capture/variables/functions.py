@@ -88,8 +88,6 @@ class FunctionVariable(Variable):
     def of(frame: Frame, fn: types.FunctionType, source: Source | None) -> FunctionVariable:
         from ember.capture.variables.builder import wrap_result
 
-        if fn.__code__ in DISABLED_CODES:
-            raise Unsupported.of("disabled-function", name=fn.__qualname__)
         closure: list[CellVariable] = []
         for index, cell in enumerate(fn.__closure__ or ()):
             cell_source = None
@@ -137,6 +135,8 @@ class FunctionVariable(Variable):
         return super().getattr(frame, name)
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if self.code in DISABLED_CODES:
+            raise Unsupported.of("disabled-function", name=self.name)
         return frame.inline(self, args, kwargs)
 
 

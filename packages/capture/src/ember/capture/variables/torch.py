@@ -212,3 +212,35 @@ class GradModeVariable(Variable):
         assert self.previous is not None
         if torch.is_grad_enabled() != self.previous:
             record_grad_mode(frame, self.previous)
+
+
+class GradModeExitVariable(Variable):
+    """The bound `__exit__` that BEFORE_WITH leaves on the stack for a grad-mode block.
+
+    Across a graph break it becomes a real function that restores the grad mode the block
+    found (`restore_grad_mode`), so the resume function leaves the block as Python would.
+    """
+
+    def __init__(self, manager: GradModeVariable) -> None:
+        self.manager = manager
+
+    def describe(self) -> str:
+        return f"the exit of {self.manager.describe()}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        self.manager.exit(frame)
+        return ConstantVariable(None)
+
+
+def _restore_grad_enabled(*exception: object) -> None:
+    torch.set_grad_enabled(True)
+
+
+def _restore_grad_disabled(*exception: object) -> None:
+    torch.set_grad_enabled(False)
+
+
+def restore_grad_mode(previous: bool) -> Callable[..., None]:
+    """A stand-in `__exit__` that sets grad mode back to `previous` (one function per mode,
+    so the resume function's guard on it holds from call to call)."""
+    return _restore_grad_enabled if previous else _restore_grad_disabled
