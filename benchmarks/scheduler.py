@@ -42,10 +42,14 @@ class WorkerProcess:
     """One worker subprocess and its protocol pipe, read line by line without blocking."""
 
     def __init__(
-        self, options: dict[str, Any], log: IO[str], environment: dict[str, str] | None = None
+        self,
+        options: dict[str, Any],
+        log: IO[str],
+        environment: dict[str, str] | None = None,
+        module: str = "benchmarks.worker",
     ) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.worker", json.dumps(options)],
+            [sys.executable, "-m", module, json.dumps(options)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -153,8 +157,12 @@ def run_tasks(
     emit: Callable[[dict[str, Any], dict[str, Any]], None],
     jobs: int = 1,
     environment: dict[str, str] | None = None,
+    worker_module: str = "benchmarks.worker",
 ) -> None:
-    """Runs every task, calling `emit(task, record)` once for each, whatever happens."""
+    """Runs every task, calling `emit(task, record)` once for each, whatever happens.
+
+    `worker_module` is what `python -m` starts as a worker (tests give one that only
+    speaks the protocol)."""
     started = time.monotonic()
     run_deadline = started + limits.total_s
     pending = deque(units(tasks))
@@ -210,7 +218,7 @@ def run_tasks(
                 continue
             slot.task, slot.waited_s, slot.waiting = task, 0.0, False
             if slot.worker is None:
-                slot.worker = WorkerProcess(options, log, environment)
+                slot.worker = WorkerProcess(options, log, environment, worker_module)
                 slot.starting = True
                 slot.deadline = now + min(STARTUP_LIMIT_S, total_left)
             else:
@@ -252,6 +260,9 @@ def run_tasks(
     def lost(slot: _Slot) -> None:
         """The worker died or ran past the deadline: record why and go on without it."""
         assert slot.worker is not None and slot.task is not None
+        if slot.worker.closed:  # its pipe closed: let it exit, so its status can be told
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                slot.worker.process.wait(timeout=5.0)
         alive = slot.worker.process.poll() is None and not slot.worker.closed
         description = stop(slot)
         if slot.starting:

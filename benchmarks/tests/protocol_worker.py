@@ -1,0 +1,64 @@
+"""A worker that only speaks the runner's protocol, for scheduler tests: no torch, no models.
+
+Each task carries a `script`: a list of `["work", s]` (sleep unlocked), `["measure", s]`
+(sleep holding the real measurement lock), `["crash"]`, `["crash_holding"]` (die while
+holding the lock) and `["hang"]`; the record lists the measured intervals (monotonic s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.device_lock import MeasurementLock
+
+
+def main() -> None:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    options = json.loads(sys.argv[1])
+    current: dict[str, str] = {}
+
+    def report_wait(waited_s: float | None) -> None:
+        field = {"lock_waiting": True} if waited_s is None else {"lock_wait_s": waited_s}
+        protocol.write(json.dumps({"id": current["id"], **field}) + "\n")
+
+    lock = MeasurementLock(Path(options["lock_path"]), on_wait=report_wait)
+    protocol.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    for line in sys.stdin:
+        task: dict[str, Any] = json.loads(line)
+        current["id"] = task["id"]
+        lock.reset_counters()
+        intervals: list[list[float]] = []
+        started = time.monotonic()
+        for action, *arguments in task.get("script", []):
+            if action == "work":
+                time.sleep(arguments[0])
+            elif action == "measure":
+                with lock.hold():
+                    begin = time.monotonic()
+                    time.sleep(arguments[0])
+                    intervals.append([begin, time.monotonic()])
+            elif action == "crash":
+                os._exit(3)
+            elif action == "crash_holding":
+                with lock.hold():
+                    os._exit(4)
+            elif action == "hang":
+                time.sleep(3600)
+        record = {
+            "status": task.get("status", "pass"),
+            "intervals": intervals,
+            "span": [started, time.monotonic()],
+            "pid": os.getpid(),
+            "lock_wait_s": lock.waited_s,
+        }
+        protocol.write(json.dumps({"id": task["id"], "record": record}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
