@@ -175,6 +175,30 @@ def _listing(names: set[str], shown: int = 6) -> str:
     return ", ".join(ordered[:shown]) + more
 
 
+def concurrency_lines(run: dict[str, Any], cases: list[dict[str, Any]]) -> list[str]:
+    """How many workers ran at once, their CPU shares, and the lock waits of the run's cases."""
+    plan = run.get("concurrency")
+    if not plan:
+        return []
+    waits = [
+        v for c in cases if c.get("run_id") == run["run_id"] and (v := number(c.get("lock_wait_s")))
+    ]
+    held = [
+        v for c in cases if c.get("run_id") == run["run_id"] and (v := number(c.get("lock_held_s")))
+    ]
+    cores = plan.get("measure_cores") or []
+    line = (
+        f"  - concurrency: {plan.get('jobs')} jobs on {plan.get('cores')} cores, compile threads "
+        f"{plan.get('compile_threads') or 'default'} per job, measurement cores "
+        f"{','.join(str(c) for c in cores) if cores else 'not reserved'}; measurement lock held "
+        f"{sum(held):.0f} s, waited {sum(waits):.0f} s in all (longest wait "
+        f"{max(waits, default=0.0):.1f} s)"
+    )
+    if run.get("device") == "cpu" and (plan.get("jobs") or 1) > 1 and not cores:
+        line += "; **CPU step times shared their cores with other jobs' compiles**"
+    return [line]
+
+
 def render(runs: list[dict[str, Any]], cases: list[dict[str, Any]], title: str) -> str:
     """The whole dashboard as Markdown."""
     relate(cases)
@@ -184,6 +208,7 @@ def render(runs: list[dict[str, Any]], cases: list[dict[str, Any]], title: str) 
             f"- **Run {run['run_id']}** on `{run['device']}`, {run['size']} models: "
             + describe(run["environment"]),
             f"  - command: `{run['command']}`; settings: {run['settings']}; limits (s): {run['limits']}",
+            *concurrency_lines(run, cases),
         ]
     parts += [
         "",

@@ -84,3 +84,28 @@ def test_report_survives_a_cut_line(tmp_path: Path) -> None:
     report.write(tmp_path, [results], with_chart=False)
     text = (tmp_path / "dashboard.md").read_text()
     assert "Passrate" in text and "| a | inference | float32 | eager | pass |" in text
+
+
+def test_concurrency_and_lock_waits_are_shown() -> None:
+    from benchmarks.dashboard import concurrency_lines
+
+    run = {
+        **RUN,
+        "device": "cuda",
+        "concurrency": {
+            "jobs": 4,
+            "cores": 16,
+            "compile_threads": 3,
+            "measure_cores": [13, 14, 15],
+            "worker_cores": list(range(13)),
+        },
+    }
+    cases = [
+        _case("mlp", "eager", lock_wait_s=1.5, lock_held_s=2.0),
+        _case("mlp", "torch.compile", lock_wait_s=0.5, lock_held_s=1.0),
+    ]
+    (line,) = concurrency_lines(run, cases)
+    assert "4 jobs on 16 cores" in line and "compile threads 3" in line
+    assert "cores 13,14,15" in line
+    assert "held 3 s, waited 2 s" in line and "longest wait 1.5 s" in line
+    assert concurrency_lines(RUN, cases) == []  # runs recorded before --jobs existed
