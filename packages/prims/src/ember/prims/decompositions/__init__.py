@@ -8,6 +8,7 @@ from ember.prims.decompositions import (  # noqa: F401  (each module registers o
     activations,
     attention,
     creation,
+    distances,
     elementwise,
     fourier,
     indexing,

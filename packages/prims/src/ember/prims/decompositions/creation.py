@@ -251,3 +251,66 @@ def _empty_permuted(
     pin_memory: Any = None,
 ) -> torch.Tensor:
     return full(size, 0, dtype or torch.get_default_dtype(), device)
+
+
+@to_prims(
+    "aten::linspace.Tensor_Tensor", "aten::linspace.Tensor_Scalar", "aten::linspace.Scalar_Tensor"
+)
+def _linspace_tensors(
+    start: Any,
+    end: Any,
+    steps: int,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> torch.Tensor:
+    """linspace with 0-d tensor ends: the same two-sided formula, computed on tensors."""
+    dtype = dtype or torch.get_default_dtype()
+    like = start if isinstance(start, torch.Tensor) else end
+    dev = _device(device, like)
+    index = prims.iota(steps, 0, 1, dtype=torch.float64, device=dev)
+    first, last = (
+        expand_to(x, [steps], torch.float64, dev) if isinstance(x, torch.Tensor) else x
+        for x in (start, end)
+    )
+    first = first if isinstance(first, torch.Tensor) else scalar_like(first, index)
+    last = last if isinstance(last, torch.Tensor) else scalar_like(last, index)
+    if steps == 1:
+        return prims.convert_element_type(first, dtype)
+    step = prims.div(prims.sub(last, first), scalar_like(steps - 1, index))
+    forward = prims.add(prims.mul(index, step), first)
+    backward = prims.sub(last, prims.mul(prims.sub(scalar_like(steps - 1, index), index), step))
+    values = prims.where(prims.lt(index, scalar_like(steps // 2, index)), forward, backward)
+    if not dtype.is_floating_point:
+        values = prims.trunc(values)
+    return prims.convert_element_type(values, dtype)
+
+
+@to_prims(
+    "aten::logspace.default",
+    "aten::logspace.Tensor_Tensor",
+    "aten::logspace.Tensor_Scalar",
+    "aten::logspace.Scalar_Tensor",
+)
+def _logspace(
+    start: Any,
+    end: Any,
+    steps: int,
+    base: float = 10.0,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> torch.Tensor:
+    dtype = dtype or torch.get_default_dtype()
+    if isinstance(start, torch.Tensor) or isinstance(end, torch.Tensor):
+        exponents = _linspace_tensors(start, end, steps, dtype=torch.float64, device=device)
+    else:
+        exponents = _linspace(start, end, steps, dtype=torch.float64, device=device)
+    values = prims.pow(scalar_like(float(base), exponents), exponents)
+    if not dtype.is_floating_point:
+        values = prims.trunc(values)
+    return prims.convert_element_type(values, dtype)

@@ -388,3 +388,36 @@ def _logical_not(a: torch.Tensor) -> torch.Tensor:
 
 
 to_prims("aten::logical_not_.default")(inplace(_logical_not))
+
+
+@to_prims("aten::ldexp.Tensor")
+def _ldexp(a: Operand, b: Operand) -> torch.Tensor:
+    x, y = broadcast(a, b, dtype=to_float(result_type(a, b)))
+    return prims.mul(x, prims.exp2(y))
+
+
+@to_prims("aten::frexp.Tensor")
+def _frexp(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """a = mantissa * 2**exponent with 0.5 <= |mantissa| < 1 (0, inf and NaN: exponent 0)."""
+    x = prims.convert_element_type(a, torch.float64)
+    zero = scalar_like(0, x)
+    regular = prims.bitwise_and(prims.isfinite(x), prims.ne(x, zero))
+    magnitude = prims.where(regular, prims.abs(x), scalar_like(1, x))
+    exponent = prims.add(prims.floor(prims.log2(magnitude)), scalar_like(1, x))
+    # log2 can be off by one next to powers of two: correct so that 0.5 <= m < 1
+    for _ in range(2):
+        scaled = prims.div(magnitude, prims.exp2(exponent))
+        exponent = prims.add(
+            exponent, prims.convert_element_type(prims.ge(scaled, scalar_like(1, x)), torch.float64)
+        )
+        scaled = prims.div(magnitude, prims.exp2(exponent))
+        exponent = prims.sub(
+            exponent,
+            prims.convert_element_type(prims.lt(scaled, scalar_like(0.5, x)), torch.float64),
+        )
+    exponent = prims.where(regular, exponent, zero)
+    mantissa = prims.div(x, prims.exp2(exponent))
+    return (
+        prims.convert_element_type(mantissa, a.dtype),
+        prims.convert_element_type(exponent, torch.int32),
+    )

@@ -382,3 +382,98 @@ def _masked_scatter(a: torch.Tensor, mask: torch.Tensor, source: torch.Tensor) -
     src = prims.reshape(convert(source, a.dtype), [source.numel()])
     picked = prims.gather(src, 0, position)
     return prims.where(pred, prims.reshape(picked, shape), x)
+
+
+# ---- ops written with other ATen ops (expanded to prims by later rounds) ----------------
+
+aten = torch.ops.aten
+
+
+@to_prims("aten::index_reduce.default")
+def _index_reduce(
+    a: torch.Tensor,
+    dim: int,
+    index_: torch.Tensor,
+    source: torch.Tensor,
+    reduce: str,
+    *,
+    include_self: bool = True,
+) -> torch.Tensor:
+    """index_reduce is scatter_reduce with the index broadcast along every other dim."""
+    if a.dim() == 0:  # one element: index [0] selects it
+        flat = aten.reshape.default(a, [1])
+        values = aten.reshape.default(source, [1])
+        result = aten.scatter_reduce.two(
+            flat, 0, aten.reshape.default(index_, [1]), values, reduce, include_self=include_self
+        )
+        return aten.reshape.default(result, [])
+    d = canonical_dim(dim, a.dim())
+    shape = [1] * source.dim()
+    shape[d] = -1
+    expanded = aten.expand.default(aten.reshape.default(index_, shape), list(source.shape))
+    return aten.scatter_reduce.two(a, d, expanded, source, reduce, include_self=include_self)
+
+
+@to_prims("aten::put.default")
+def _put(
+    a: torch.Tensor, index_: torch.Tensor, source: torch.Tensor, accumulate: bool = False
+) -> torch.Tensor:
+    flat = aten.reshape.default(a, [-1])
+    positions = aten.reshape.default(index_, [-1])
+    values = aten.reshape.default(source, [-1])
+    written = aten.index_put.default(flat, [positions], values, accumulate)
+    return aten.reshape.default(written, list(a.shape))
+
+
+def _clamped(a: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    # positions the mask hides may be out of range: clamp them to a valid one
+    return [
+        None if i is None else aten.clamp.default(i, -a.shape[d], a.shape[d] - 1)
+        for d, i in enumerate(indices)
+    ]
+
+
+@to_prims("aten::_unsafe_masked_index.default")
+def _unsafe_masked_index(
+    a: torch.Tensor, mask: torch.Tensor, indices: Sequence[torch.Tensor | None], fill: Any
+) -> torch.Tensor:
+    picked = aten._unsafe_index.Tensor(a, _clamped(a, indices))
+    return aten.where.self(mask, picked, aten.full_like.default(picked, fill))
+
+
+@to_prims("aten::_unsafe_masked_index_put_accumulate.default")
+def _unsafe_masked_index_put_accumulate(
+    a: torch.Tensor,
+    mask: torch.Tensor,
+    indices: Sequence[torch.Tensor | None],
+    values: torch.Tensor,
+) -> torch.Tensor:
+    hidden = aten.where.self(mask, values, aten.zeros_like.default(values))
+    return aten._unsafe_index_put.default(a, _clamped(a, indices), hidden, True)
+
+
+@to_prims("aten::nonzero_static.default")
+def _nonzero_static(a: torch.Tensor, *, size: int, fill_value: int = -1) -> torch.Tensor:
+    """The first `size` nonzero positions in row-major order, padded with fill_value rows."""
+    flat = aten.reshape.default(aten.ne.Scalar(a, 0), [-1])
+    rank = aten.sub.Scalar(aten.cumsum.default(flat, 0), 1)  # the output row of each position
+    kept = aten.logical_and.default(flat, aten.lt.Scalar(rank, size))
+    # positions not kept write into a spare row `size`, sliced off afterwards
+    rows = aten.where.self(kept, rank, aten.full_like.default(rank, size))
+    linear = aten.arange.default(flat.shape[0], device=a.device)
+    slots = aten.full.default([size + 1], -1, dtype=torch.int64, device=a.device)
+    found = aten.slice.Tensor(aten.scatter.src(slots, 0, rows, linear), 0, 0, size)
+    columns = []
+    stride = 1
+    strides = []
+    for extent in reversed(a.shape):
+        strides.append(stride)
+        stride *= extent
+    for extent, step in zip(a.shape, reversed(strides)):
+        coordinate = aten.remainder.Scalar(aten.floor_divide.Scalar(found, step), extent)
+        columns.append(coordinate)
+    missing = aten.eq.Scalar(found, -1)
+    filled = [aten.where.self(missing, aten.full_like.default(c, fill_value), c) for c in columns]
+    if not filled:
+        return aten.zeros.default([size, 0], dtype=torch.int64, device=a.device)
+    return aten.stack.default(filled, 1)

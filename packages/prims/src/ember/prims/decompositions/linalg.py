@@ -190,3 +190,25 @@ def _convolution_backward(
     if output_mask[2]:
         grad_bias = prims.sum(grad, [0, *range(2, 2 + n)])
     return grad_input, grad_weight, grad_bias
+
+
+@to_prims("aten::_trilinear.default")
+def _trilinear(
+    i1: torch.Tensor,
+    i2: torch.Tensor,
+    i3: torch.Tensor,
+    expand1: Sequence[int],
+    expand2: Sequence[int],
+    expand3: Sequence[int],
+    sumdim: Sequence[int],
+    unroll_dim: int = 1,
+) -> torch.Tensor:
+    """The product of three operands, each unsqueezed at its expand dims, summed over sumdim."""
+    aten = torch.ops.aten
+    operands = []
+    for operand, expand in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        for dim in sorted(expand):
+            operand = aten.unsqueeze.default(operand, dim)
+        operands.append(operand)
+    product = aten.mul.Tensor(aten.mul.Tensor(operands[0], operands[1]), operands[2])
+    return aten.sum.dim_IntList(product, list(sumdim)) if sumdim else product

@@ -283,3 +283,22 @@ def _native_group_norm(
     if bias is not None:
         out = prims.add(out, prims.broadcast_in_dim(bias, list(x.shape), [1]))
     return out, mean, rstd
+
+
+@to_prims(
+    "aten::_batch_norm_with_update.default", "aten::_batch_norm_with_update_functional.default"
+)
+def _batch_norm_with_update(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    running_mean: torch.Tensor,
+    running_var: torch.Tensor,
+    momentum: float,
+    eps: float,
+) -> tuple[torch.Tensor, ...]:
+    out, mean, invstd = torch.ops.aten._native_batch_norm_legit.default(
+        x, weight, bias, running_mean, running_var, True, momentum, eps
+    )
+    reserve = torch.ops.aten.empty.memory_format([0], dtype=torch.uint8, device=x.device)
+    return out, mean, invstd, reserve

@@ -142,3 +142,81 @@ def _nanmedian_with_dim(
     a: torch.Tensor, dim: int, keepdim: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     return _median_dim(a, dim, keepdim, True)
+
+
+def _running(a: torch.Tensor, dim: int, largest: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """cummax/cummin: each position against every earlier one (quadratic, static shapes)."""
+    if a.dim() == 0:
+        return aten.clone.default(a), aten.zeros.default([], dtype=torch.int64, device=a.device)
+    d = dim % a.dim()
+    n = a.shape[d]
+    moved = aten.movedim.int(a, d, -1)  # [..., n]
+    later = aten.unsqueeze.default(moved, -2)  # [..., 1, n]: element j
+    places = aten.arange.default(n, device=a.device)
+    earlier = aten.le.Tensor(
+        aten.unsqueeze.default(places, 0), aten.unsqueeze.default(places, 1)
+    )  # [i, j]: j <= i
+    fill = float("-inf") if largest else float("inf")
+    if not a.dtype.is_floating_point:
+        info = torch.iinfo(a.dtype) if a.dtype != torch.bool else None
+        fill = (info.min if largest else info.max) if info else (not largest)
+    candidates = aten.where.self(earlier, later, aten.full_like.default(later, fill))
+    values = (aten.amax.default if largest else aten.amin.default)(candidates, [-1])
+    # the index: the last j <= i holding the running value (NaN: the last NaN so far)
+    hit = aten.eq.Tensor(later, aten.unsqueeze.default(values, -1))
+    if a.dtype.is_floating_point:
+        both_nan = aten.logical_and.default(
+            aten.isnan.default(later), aten.isnan.default(aten.unsqueeze.default(values, -1))
+        )
+        hit = aten.logical_or.default(hit, both_nan)
+    hit = aten.logical_and.default(hit, earlier)
+    position = aten.where.self(hit, places, aten.full_like.default(places, -1))
+    indices = aten.amax.default(position, [-1])
+    return aten.movedim.int(values, -1, d), aten.movedim.int(indices, -1, d)
+
+
+to_prims("aten::cummax.default")(lambda a, dim: _running(a, dim, True))
+to_prims("aten::cummin.default")(lambda a, dim: _running(a, dim, False))
+
+
+@to_prims("aten::kthvalue.default")
+def _kthvalue(
+    a: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if a.dim() == 0:
+        return aten.clone.default(a), aten.zeros.default([], dtype=torch.int64, device=a.device)
+    values, indices = aten.sort.default(a, dim)
+    value = aten.select.int(values, dim, k - 1)
+    index = aten.select.int(indices, dim, k - 1)
+    if keepdim:
+        value, index = aten.unsqueeze.default(value, dim), aten.unsqueeze.default(index, dim)
+    return value, index
+
+
+@to_prims("aten::mode.default")
+def _mode(
+    a: torch.Tensor, dim: int = -1, keepdim: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The most frequent value (the smallest among ties) and the last index holding it."""
+    if a.dim() == 0:
+        return aten.clone.default(a), aten.zeros.default([], dtype=torch.int64, device=a.device)
+    d = dim % a.dim()
+    moved = aten.movedim.int(a, d, -1)  # [..., n]
+    n = moved.shape[-1]
+    same = aten.eq.Tensor(aten.unsqueeze.default(moved, -1), aten.unsqueeze.default(moved, -2))
+    counts = aten.sum.dim_IntList(same, [-1])  # [..., n]: how often each element occurs
+    best = aten.amax.default(counts, [-1], True)
+    fill = float("inf") if a.dtype.is_floating_point else torch.iinfo(a.dtype).max
+    candidates = aten.where.self(
+        aten.eq.Tensor(counts, best), moved, aten.full_like.default(moved, fill)
+    )
+    value = aten.amin.default(candidates, [-1], True)
+    places = aten.arange.default(n, device=a.device)
+    position = aten.where.self(
+        aten.eq.Tensor(moved, value), places, aten.full_like.default(places, -1)
+    )
+    index = aten.amax.default(position, [-1], True)
+    value, index = aten.movedim.int(value, -1, d), aten.movedim.int(index, -1, d)
+    if not keepdim:
+        value, index = aten.squeeze.dim(value, d), aten.squeeze.dim(index, d)
+    return value, index
