@@ -303,3 +303,29 @@ def test_parameter_written_under_no_grad_keeps_its_gradient() -> None:
 
     torch.manual_seed(0)
     _compare(Decaying, [torch.randn(4, 3, requires_grad=True)])
+
+
+def test_language_model_loss_with_tied_embeddings() -> None:
+    class TinyLM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tokens = nn.Embedding(20, 16)
+            self.block = Block()
+            self.head = nn.Linear(16, 20, bias=False)
+            self.head.weight = self.tokens.weight  # tied: one parameter, two uses
+
+        def forward(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+            logits = self.head(self.block(self.tokens(ids)))
+            return F.cross_entropy(logits.view(-1, 20), targets.view(-1))
+
+    torch.manual_seed(0)
+    eager_model = TinyLM().train()
+    compiled_model = copy.deepcopy(eager_model)
+    compiled = ember.compile(compiled_model, backend="aot_eager")
+    ids, targets = torch.randint(0, 20, (2, 5)), torch.randint(0, 20, (2, 5))
+    expected = eager_model(ids, targets)
+    actual = compiled(ids, targets)
+    torch.testing.assert_close(actual, expected)
+    expected.backward()
+    actual.backward()
+    _assert_same_state(compiled_model, eager_model)
