@@ -19,7 +19,7 @@ from ember.autodiff.functionalize import FunctionalGraph, functionalize
 from ember.autodiff.joint import trace_joint
 from ember.autodiff.partition import PARTITIONERS, Partition, partition
 from ember.autodiff.runtime import CompiledFunction, TrainingStep
-from ember.prims import Graph, InputKind, Interpreter, TensorSpec
+from ember.prims import Graph, InputKind, Interpreter, Ref, TensorSpec, tree_flatten
 from ember.prims.config import PrimsConfig, load
 from ember.prims.logs import topic_logger
 
@@ -122,8 +122,6 @@ def _interpret(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any
 def _example_primals(
     functional: FunctionalGraph, example_inputs: Sequence[Any], state: Mapping[str, torch.Tensor]
 ) -> list[Any]:
-    from ember.prims import Ref, tree_flatten
-
     signature = functional.signature
     leaves, _ = tree_flatten(tuple(example_inputs))
     by_name = {

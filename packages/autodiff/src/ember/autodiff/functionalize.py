@@ -18,7 +18,16 @@ from ember.autodiff.dead_code import eliminate_dead_code
 from ember.autodiff.errors import AutodiffError
 from ember.autodiff.replay import FunctionalReplay, placeholder
 from ember.autodiff.view_rules import ViewStep
-from ember.prims import Graph, GraphInput, InputKind, Ref, Tracer, TracerTensor, TreeSpec
+from ember.prims import (
+    Graph,
+    GraphInput,
+    InputKind,
+    Ref,
+    Tracer,
+    TracerTensor,
+    TreeSpec,
+    tree_flatten,
+)
 
 
 @dataclass(frozen=True)
@@ -166,8 +175,6 @@ def _is_view(replay: FunctionalReplay, leaf: Any) -> bool:
 
 
 def _finish(tracer: Tracer, graph: Graph, primals: list[TracerTensor], outputs: list[Any]) -> Graph:
-    from ember.prims import tree_flatten
-
     tracer.set_inputs_signature(
         tree_flatten(tuple(primals))[1], [Ref(p.value_name) for p in primals]
     )

@@ -27,6 +27,7 @@ from ember.prims import (
     Tracer,
     TracerTensor,
     Value,
+    resolve_op,
 )
 from ember.prims.ops import op_schema
 
@@ -408,8 +409,6 @@ def _argument(node: Node, position: int) -> Any:
 
 
 def _tags(target: str) -> tuple[Any, ...]:
-    from ember.prims import resolve_op
-
     return tuple(getattr(resolve_op(target), "tags", ()))
 
 
