@@ -42,6 +42,11 @@ class Settings:
 
 
 Hold = Callable[[], AbstractContextManager[None]]
+Paused = Callable[[float, float], float]  # seconds other workers paused us in a window
+
+
+def _never_paused(start: float, end: float) -> float:
+    return 0.0
 
 
 @dataclass
@@ -169,8 +174,11 @@ def run_case(
     device: torch.device,
     settings: Settings,
     hold: Hold = contextlib.nullcontext,
+    paused: Paused = _never_paused,
 ) -> dict[str, Any]:
-    """Measures `backend` on `setup`'s workload; returns the record fields it measured."""
+    """Measures `backend` on `setup`'s workload; returns the record fields it measured.
+
+    Compile times leave out the time other workers' measurements paused this process."""
     _, _, mode, dtype, _ = setup.key
     memory.release(device)
     base_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
@@ -189,13 +197,15 @@ def run_case(
     values: dict[str, torch.Tensor] = {}
     with first_hold():
         synchronize(device)
-        start = time.perf_counter()
+        start = time.monotonic()
         run = backend.compile(module)
         values.update(_first_values(run, module, inputs, mode, _autocast(device, dtype)))
         if optimizer is not None:
             optimizer.step()
         synchronize(device)
-        first_call_s = time.perf_counter() - start  # compile and first step, device work included
+        end = time.monotonic()
+    # compile and the first step, device work included, pauses by other workers left out
+    first_call_s = end - start - paused(start, end)
     counts = backend.counts()
     record.update(first_call_s=first_call_s, graphs=counts.graphs, graph_breaks=counts.breaks)
 
@@ -237,7 +247,9 @@ def run_case(
         backend.reset()
         warm_run = backend.compile(module)
         warm_step = _make_step(warm_run, module, inputs, mode, dtype, device, optimizer)
+        warm_start = time.monotonic()
         warm_first_s = timed_call(warm_step, device)
+        warm_first_s -= paused(warm_start, time.monotonic())
         record["compile_warm_s"] = max(warm_first_s - median_s, 0.0)
     backend.reset()
     memory.release(device)

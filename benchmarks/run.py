@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "concurrency": {
             **plan.describe(),
-            "lock": "exclusive fcntl lock around references, warm-up, timed steps and memory",
+            "lock": "exclusive fcntl lock around references, warm-up, timed steps and memory; "
+            "the holder pauses the other workers (SIGSTOP/SIGCONT); compile times exclude pauses",
             "lock_file": str(lock_path),
             "omp_threads": os.environ.get("OMP_NUM_THREADS"),
         },
@@ -181,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         "lock_path": str(lock_path),
         "measure_cores": list(plan.measure_cores),
         "worker_cores": list(plan.worker_cores),
+        "pause_others": plan.jobs > 1,
     }
     unavailable = [t for t in tasks if _unavailable_reason(t)]
     for task in unavailable:

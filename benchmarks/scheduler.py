@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from benchmarks.device_lock import end_pause_of, paused_between
+
 STARTUP_LIMIT_S = 240.0
 MINIMUM_CASE_S = 10.0  # do not start a case with less time than this left
 
@@ -165,6 +167,7 @@ def run_tasks(
     speaks the protocol)."""
     started = time.monotonic()
     run_deadline = started + limits.total_s
+    lock_path = options.get("lock_path") if options.get("pause_others") else None
     pending = deque(units(tasks))
     slots = [_Slot() for _ in range(max(1, jobs))]
     spent_by_model: dict[str, float] = {}
@@ -174,7 +177,15 @@ def run_tasks(
         assert slot.worker is not None
         description = slot.worker.exit_description()
         slot.worker.stop()
+        if lock_path is not None:  # no longer one to pause, nor pausing the others
+            with contextlib.suppress(OSError):
+                Path(f"{lock_path}.workers", str(slot.worker.process.pid)).unlink()
+            end_pause_of(Path(lock_path), slot.worker.process.pid)
         slot.worker = None
+        for other in slots:  # it may have died holding the lock with the others paused
+            if other.worker is not None:
+                with contextlib.suppress(OSError):
+                    os.killpg(other.worker.process.pid, signal.SIGCONT)
         return description
 
     def finish(slot: _Slot, record: dict[str, Any]) -> None:
@@ -182,7 +193,12 @@ def run_tasks(
         assert task is not None
         slot.task = None
         if not slot.starting:
-            elapsed = time.monotonic() - slot.sent_at - slot.waited_s
+            now = time.monotonic()
+            elapsed = now - slot.sent_at - slot.waited_s
+            if lock_path is not None and slot.worker is not None:
+                elapsed -= paused_between(
+                    Path(lock_path), slot.sent_at, now, slot.worker.process.pid
+                )
             key = f"{task['model']}/{task['dtype']}"
             spent_by_model[key] = spent_by_model.get(key, 0.0) + max(elapsed, 0.0)
         slot.starting = False
@@ -287,7 +303,9 @@ def run_tasks(
             descriptors = {s.worker.descriptor: s for s in active if s.worker is not None}
             for descriptor in descriptors:
                 selector.register(descriptor, selectors.EVENT_READ)
-            timeout = max(0.0, min(_deadline(s, run_deadline) for s in active) - time.monotonic())
+            timeout = max(
+                0.0, min(_deadline(s, run_deadline, lock_path) for s in active) - time.monotonic()
+            )
             selector.select(timeout=min(timeout, 1.0))
             for descriptor in descriptors:
                 selector.unregister(descriptor)
@@ -297,7 +315,9 @@ def run_tasks(
                 for message in slot.worker.messages():
                     handle(slot, message)
                 if slot.worker is not None and slot.task is not None:
-                    if slot.worker.closed or time.monotonic() > _deadline(slot, run_deadline):
+                    if slot.worker.closed or time.monotonic() > _deadline(
+                        slot, run_deadline, lock_path
+                    ):
                         lost(slot)
     finally:
         selector.close()
@@ -310,6 +330,14 @@ def _group(task: dict[str, Any]) -> tuple[str, str, str]:
     return (task["model"], task["mode"], task["dtype"])
 
 
-def _deadline(slot: _Slot, run_deadline: float) -> float:
-    """While a worker waits for the lock only the run's deadline applies to its case."""
-    return run_deadline if slot.waiting else slot.deadline
+def _deadline(slot: _Slot, run_deadline: float, lock_path: str | None) -> float:
+    """The case's deadline, moved on by the time other workers' measurements paused it; while
+    a worker waits for the lock only the run's deadline applies."""
+    if slot.waiting:
+        return run_deadline
+    if lock_path is None or slot.starting or slot.worker is None:
+        return slot.deadline
+    paused = paused_between(
+        Path(lock_path), slot.sent_at, time.monotonic(), slot.worker.process.pid
+    )
+    return min(slot.deadline + paused, run_deadline)

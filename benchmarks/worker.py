@@ -84,7 +84,16 @@ class Worker:
                     self.reference, task["dtype"], self.device, self.lock.hold
                 )
             record["description"] = self.setup.workload.description
-            record.update(run_case(self.setup, backend, self.device, self.settings, self.lock.hold))
+            record.update(
+                run_case(
+                    self.setup,
+                    backend,
+                    self.device,
+                    self.settings,
+                    self.lock.hold,
+                    self.lock.paused_between,
+                )
+            )
             record["status"] = "pass" if record["accuracy_passed"] else "fail_accuracy"
             if backend.kind == "baseline":
                 self.setup.baseline = {
@@ -138,7 +147,10 @@ def main() -> None:
         tuple(options.get("measure_cores", ())),
         worker_cores,
         report_wait,
+        pause_others=bool(options.get("pause_others")),
     )
+    if lock.pause_others:
+        lock.register()
     try:
         _warm_up(device, options["backends"])
     except Exception as error:  # the cases will report the same problem

@@ -27,7 +27,13 @@ def main() -> None:
         field = {"lock_waiting": True} if waited_s is None else {"lock_wait_s": waited_s}
         protocol.write(json.dumps({"id": current["id"], **field}) + "\n")
 
-    lock = MeasurementLock(Path(options["lock_path"]), on_wait=report_wait)
+    lock = MeasurementLock(
+        Path(options["lock_path"]),
+        on_wait=report_wait,
+        pause_others=bool(options.get("pause_others")),
+    )
+    if lock.pause_others:
+        lock.register()
     protocol.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     for line in sys.stdin:
         task: dict[str, Any] = json.loads(line)

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.device_lock import MeasurementLock
+from benchmarks.device_lock import MeasurementLock, paused_between
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -109,3 +109,54 @@ def test_waits_are_reported_and_counted(tmp_path: Path) -> None:
     holder.wait(timeout=30)
     assert events[0] is None and isinstance(events[1], float) and events[1] > 0.1
     assert waiter.waited_s >= events[1]
+
+
+TICKER = """
+import sys, time
+from pathlib import Path
+from benchmarks.device_lock import MeasurementLock
+MeasurementLock(Path(sys.argv[1]), pause_others=True).register()
+print("registered", flush=True)
+end = time.monotonic() + 2.5
+while time.monotonic() < end:
+    print(time.monotonic(), flush=True)
+    time.sleep(0.005)
+"""
+
+PAUSER = """
+import json, sys, time
+from pathlib import Path
+from benchmarks.device_lock import MeasurementLock
+lock = MeasurementLock(Path(sys.argv[1]), pause_others=True)
+lock.register()
+time.sleep(0.5)
+with lock.hold():
+    begin = time.monotonic()
+    time.sleep(0.6)
+    end = time.monotonic()
+print(json.dumps({"hold": [begin, end], "paused": lock.paused_between(begin - 1, end + 1)}))
+"""
+
+
+def test_a_hold_pauses_the_other_workers(tmp_path: Path) -> None:
+    path = tmp_path / "lock"
+    ticker = subprocess.Popen(
+        [sys.executable, "-c", TICKER, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPOSITORY,
+        start_new_session=True,  # a worker leads its own process group
+    )
+    assert ticker.stdout is not None
+    assert ticker.stdout.readline().strip() == "registered"
+    pauser = _python(PAUSER, str(path))
+    result = json.loads(pauser.communicate(timeout=60)[0])
+    ticks = [float(line) for line in ticker.communicate(timeout=60)[0].split()]
+    begin, end = result["hold"]
+    inside = [t for t in ticks if begin + 0.05 < t < end - 0.05]
+    assert inside == [], "the other worker kept running while the lock was held"
+    assert any(t < begin for t in ticks) and any(t > end for t in ticks)  # it ran, then resumed
+    # the pause was logged, for the others' compile times and case limits to leave out; the
+    # holder itself was not paused
+    assert 0.5 < paused_between(path, begin - 1, end + 1, os.getpid()) < 1.5
+    assert result["paused"] == 0.0
