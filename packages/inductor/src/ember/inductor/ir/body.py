@@ -113,6 +113,11 @@ def size(root: BodyValue) -> int:
 
 def substitute(root: BodyValue, mapping: dict[sympy.Symbol, sympy.Expr]) -> BodyValue:
     """The tree with loop variables replaced (used when a node joins a kernel's loops)."""
+    return map_indices(root, lambda e: sympy.expand(e.xreplace(mapping)))
+
+
+def map_indices(root: BodyValue, fn: Callable[[sympy.Expr], sympy.Expr]) -> BodyValue:
+    """The tree with `fn` applied to every index expression."""
     memo: dict[int, BodyValue] = {}
 
     def visit(value: BodyValue) -> BodyValue:
@@ -124,7 +129,7 @@ def substitute(root: BodyValue, mapping: dict[sympy.Symbol, sympy.Expr]) -> Body
             if isinstance(arg, BodyValue):
                 args.append(visit(arg))
             elif isinstance(arg, sympy.Expr):
-                args.append(sympy.expand(arg.xreplace(mapping)))
+                args.append(fn(arg))
             elif isinstance(arg, tuple) and value.op == "load":
                 args.append(tuple((symbol, visit(item)) for symbol, item in arg))
             else:

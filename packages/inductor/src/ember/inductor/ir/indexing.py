@@ -116,3 +116,87 @@ def unflatten(flat: Expr, sizes: Sequence[Expr]) -> list[Expr]:
 def same(a: Expr, b: Expr) -> bool:
     """Whether two sizes are provably equal."""
     return bool(a == b or sympy.expand(a - b) == 0)
+
+
+def simplify_with_ranges(expr: Expr, ranges: dict[sympy.Symbol, Expr]) -> Expr:
+    """`expr` with floor divisions and modular indexing removed where the loop ranges prove
+    them exact (`(x1 + 512*x0) // 512` is `x0` when `x1 < 512`)."""
+    if not expr.has(FloorDiv, ModularIndexing):
+        return expr
+
+    def bound(e: Expr) -> tuple[int, int] | None:
+        """Inclusive integer bounds of a linear expression over loop variables."""
+        low = high = 0
+        for term in sympy.Add.make_args(sympy.expand(e)):
+            coeff, rest = term.as_coeff_Mul()
+            if rest == 1:
+                if not coeff.is_Integer:
+                    return None
+                low, high = low + int(coeff), high + int(coeff)
+                continue
+            size = ranges.get(rest) if isinstance(rest, sympy.Symbol) else None
+            if size is None or not size.is_Integer or not coeff.is_Integer:
+                return None
+            extent = int(coeff) * (int(size) - 1)
+            low, high = low + min(0, extent), high + max(0, extent)
+        return low, high
+
+    def exact(base: Expr, d: int) -> Expr | None:
+        """`base // d` without a floor when the ranges prove it exact, else None."""
+        whole: list[Expr] = []
+        rest: list[Expr] = []
+        for term in sympy.Add.make_args(sympy.expand(base)):
+            coeff, _ = term.as_coeff_Mul()
+            (whole if coeff.is_Integer and int(coeff) % d == 0 else rest).append(term)
+        limits = bound(sympy.Add(*rest))
+        if limits is not None and limits[0] >= 0 and limits[1] < d:
+            return sympy.expand(sympy.Add(*whole) / d)
+        return None
+
+    def floor_div(base: Expr, divisor: Expr) -> Expr:
+        if not divisor.is_Integer:
+            return FloorDiv(base, divisor)
+        d = int(divisor)
+        quotient = exact(base, d)
+        if quotient is not None:
+            return quotient
+        # (a // c) // (d / c) == a // d: divide by a coefficient first when that is exact
+        for term in sympy.Add.make_args(sympy.expand(base)):
+            coeff, _ = term.as_coeff_Mul()
+            c = int(coeff) if coeff.is_Integer else 0
+            if 1 < c < d and d % c == 0:
+                partial = exact(base, c)
+                if partial is not None:
+                    return floor_div(partial, sympy.Integer(d // c))
+        return FloorDiv(base, divisor)
+
+    def modular(base: Expr, divisor: Expr, modulus: Expr) -> Expr:
+        quotient = floor_div(base, divisor)
+        if quotient.has(FloorDiv) or not modulus.is_Integer:
+            return ModularIndexing(base, divisor, modulus)
+        limits = bound(quotient)
+        if limits is not None and limits[0] >= 0 and limits[1] < int(modulus):
+            return quotient
+        return ModularIndexing(quotient, sympy.S.One, modulus)
+
+    simplified = expr.replace(
+        lambda e: isinstance(e, (FloorDiv, ModularIndexing)),
+        lambda e: floor_div(*e.args) if isinstance(e, FloorDiv) else modular(*e.args),
+    )
+    return _recombine(sympy.expand(simplified))
+
+
+def _recombine(expr: Expr) -> Expr:
+    """`c*(a % m) + c*m*(a // m)` is `c*a`."""
+    terms = list(sympy.Add.make_args(expr))
+    for position, term in enumerate(terms):
+        coeff, rest = term.as_coeff_Mul()
+        if not isinstance(rest, ModularIndexing) or rest.args[1] != 1:
+            continue
+        value, modulus = rest.args[0], rest.args[2]
+        partner = coeff * modulus * FloorDiv(value, modulus)
+        for other, candidate in enumerate(terms):
+            if other != position and sympy.expand(candidate - partner) == 0:
+                remaining = [t for k, t in enumerate(terms) if k not in (position, other)]
+                return _recombine(sympy.expand(sympy.Add(*remaining) + coeff * value))
+    return expr

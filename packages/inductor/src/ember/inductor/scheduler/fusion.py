@@ -10,6 +10,7 @@ at one loop level stay in registers: they are never allocated.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,7 +18,7 @@ import sympy
 
 from ember.inductor.ir import body
 from ember.inductor.ir.body import BodyValue
-from ember.inductor.ir.indexing import Expr, index_var, product, same
+from ember.inductor.ir.indexing import Expr, index_var, product, same, simplify_with_ranges
 from ember.inductor.ir.program import ExternNode, LoopNode, Program
 from ember.inductor.scheduler.loops import body_indices, simplify_loops
 
@@ -95,7 +96,29 @@ def _touches(item: ScheduledNode) -> tuple[set[str], set[str]]:
     return reads, writes
 
 
+def _with_ranges(node: LoopNode) -> LoopNode:
+    """The node with index arithmetic its loop ranges make exact removed (cached)."""
+    done = _RANGE_SIMPLIFIED.get(id(node))
+    if done is not None and done[0] is node:
+        return done[1]
+    ranges = dict(zip(node.variables, node.ranges))
+    ranges.update(zip(node.reduction_variables, node.reduction_ranges))
+
+    def simplify(expr: Expr) -> Expr:
+        return simplify_with_ranges(expr, ranges)
+
+    simplified = dataclasses.replace(
+        node, body=body.map_indices(node.body, simplify), store_index=simplify(node.store_index)
+    )
+    _RANGE_SIMPLIFIED[id(node)] = (node, simplified)
+    return simplified
+
+
+_RANGE_SIMPLIFIED: dict[int, tuple[LoopNode, LoopNode]] = {}
+
+
 def _simplified(node: LoopNode) -> tuple[tuple[Expr, ...], tuple[Expr, ...], BodyValue, Expr]:
+    node = _with_ranges(node)
     indices = body_indices(node.body, [node.store_index])
     outer = simplify_loops(node.variables, node.ranges, indices, "x")
     inner = simplify_loops(node.reduction_variables, node.reduction_ranges, indices, "r")
@@ -124,6 +147,7 @@ def _fit(kernel: Kernel, node: LoopNode) -> Member | None:
     if not kernel.inner or not same(product(outer), product(kernel.outer) * product(kernel.inner)):
         return None
     # split the node's own loops into an outer part and an inner part
+    node = _with_ranges(node)
     indices = body_indices(node.body, [node.store_index])
     sizes = [s for s in node.ranges]
     variables = list(node.variables)

@@ -16,7 +16,16 @@ from pathlib import Path
 from ember.inductor.errors import CompileError
 
 COMPILER = os.environ.get("CXX", "g++")
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-w")
+FLAGS = (
+    "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-w",
+    # errno and FP traps are never observed by torch's semantics; without them GCC can
+    # vectorize sqrt and if-convert masked loads
+    "-fno-math-errno", "-fno-trapping-math",
+    # glibc declares the SIMD variants of expf, erff, tanhf, ... (libmvec) only when this
+    # macro is set; defining it changes no arithmetic (that is -ffast-math, not used)
+    "-D__FAST_MATH__",
+)  # fmt: skip
+LIBRARIES = ("-lmvec", "-lm")
 
 
 @functools.cache
@@ -37,7 +46,7 @@ def compile_shared_library(source: str) -> bytes:
         source_path = Path(directory) / "module.cpp"
         output_path = Path(directory) / "module.so"
         source_path.write_text(source)
-        command = [COMPILER, *FLAGS, str(source_path), "-o", str(output_path)]
+        command = [COMPILER, *FLAGS, str(source_path), "-o", str(output_path), *LIBRARIES]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise CompileError(
