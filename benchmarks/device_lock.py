@@ -32,9 +32,11 @@ class MeasurementLock:
         worker_cores: tuple[int, ...] = (),
         on_wait: Callable[[float | None], None] | None = None,
         pause_others: bool = False,
+        drain_s: float = 0.0,
     ) -> None:
         self.path = path
         self.pause_others = pause_others
+        self.drain_s = drain_s
         self.registry = Path(f"{path}.workers")  # one file per worker process, named by pid
         self.pauses = Path(f"{path}.pauses")  # "holder start end" (monotonic s) per pause
         self.measure_cores = measure_cores
@@ -49,15 +51,19 @@ class MeasurementLock:
         self.registry.mkdir(parents=True, exist_ok=True)
         (self.registry / str(os.getpid())).touch()
 
-    def _signal_others(self, which: signal.Signals) -> None:
+    def _signal_others(self, which: signal.Signals) -> int:
+        """Sends `which` to every other registered worker's process group; how many got it."""
         try:
             names = os.listdir(self.registry)
         except OSError:
-            return
+            return 0
+        signalled = 0
         for name in names:
             if name.isdigit() and int(name) != os.getpid() and _sibling(int(name)):
                 with contextlib.suppress(OSError):  # it ended: nothing to pause
                     os.killpg(int(name), which)
+                    signalled += 1
+        return signalled
 
     def paused_between(self, start: float, end: float) -> float:
         """Seconds between `start` and `end` (monotonic) during which other holds paused us."""
@@ -90,7 +96,8 @@ class MeasurementLock:
             if self.pause_others:
                 paused_at = time.monotonic()
                 Path(f"{self.path}.pausing").write_text(f"{os.getpid()} {paused_at}")
-                self._signal_others(signal.SIGSTOP)
+                if self._signal_others(signal.SIGSTOP) and self.drain_s:
+                    time.sleep(self.drain_s)  # device work they queued before the pause ends
             if self.measure_cores:
                 pin_threads(self.measure_cores)
             yield

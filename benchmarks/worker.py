@@ -33,6 +33,7 @@ from benchmarks.concurrency import pin_threads
 from benchmarks.device_lock import MeasurementLock
 
 ERROR_CHARACTERS = 3000
+DRAIN_S = 0.1  # longer than the GPU work one worker queues between synchronizations
 
 
 def _error_text(error: BaseException) -> str:
@@ -148,6 +149,8 @@ def main() -> None:
         worker_cores,
         report_wait,
         pause_others=bool(options.get("pause_others")),
+        # a paused worker's kernels already queued (e.g. a Triton autotuning run) still run
+        drain_s=DRAIN_S if device.type == "cuda" else 0.0,
     )
     if lock.pause_others:
         lock.register()
