@@ -3,6 +3,8 @@ user's line and the construct."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -29,9 +31,9 @@ def reads_item(x):
 
 
 def imports(x):
-    import math
+    import colorsys
 
-    return x * math.pi
+    return x * colorsys.ONE_THIRD
 
 
 @disable
@@ -49,11 +51,12 @@ def calls_disabled(x):
         (prints, "print()"),
         (data_dependent_if, "control flow that depends on a tensor's value"),
         (reads_item, "reading a tensor value into Python (.item())"),
-        (imports, "import statements"),
+        (imports, "importing colorsys"),
         (calls_disabled, "marked ember.capture.disable"),
     ],
 )
 def test_unsupported_names_line_and_construct(fn, construct: str) -> None:
+    sys.modules.pop("colorsys", None)  # an import of a module not imported yet breaks
     compiled = ember_compile(fn, backend=CompileCounter(), fullgraph=True)
     with pytest.raises(Unsupported) as info:
         compiled(torch.ones(2))

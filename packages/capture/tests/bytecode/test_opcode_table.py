@@ -20,4 +20,4 @@ def test_every_opcode_has_a_handler_or_an_unsupported_entry() -> None:
 def test_table_names_handlers_and_reasons() -> None:
     rows = table()
     assert rows["BINARY_OP"] == "binary_op"
-    assert rows["IMPORT_NAME"].startswith("unsupported: import")
+    assert rows["IMPORT_STAR"].startswith("unsupported: import")

@@ -7,8 +7,11 @@ the condition for real and calls one of two resume functions.
 
 from __future__ import annotations
 
+import dis
 import sys
+import types
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from bytecode import Instr
@@ -109,3 +112,30 @@ def callable_index(step: Step, stack: list[Variable]) -> int | None:
     if step.name == "CALL_FUNCTION_EX":
         return len(stack) - (3 if step.arg & 0x01 else 2)
     return None
+
+
+@lru_cache(maxsize=256)
+def _user_handlers(code: types.CodeType) -> list[tuple[int, int]]:
+    """Instruction-index ranges covered by a user's try (not a `with` block's cleanup)."""
+    instructions = [
+        i for i in dis.get_instructions(code) if i.opname not in ("EXTENDED_ARG", "CACHE")
+    ]
+    index = {instr.offset: n for n, instr in enumerate(instructions)}
+    ranges = []
+    for entry in dis.Bytecode(code).exception_entries:  # type: ignore[attr-defined]
+        target = index.get(entry.target)
+        if target is None:
+            continue
+        handler = [i.opname for i in instructions[target : target + 2]]
+        if handler == ["PUSH_EXC_INFO", "WITH_EXCEPT_START"]:
+            continue
+        covered = [n for offset, n in index.items() if entry.start <= offset < entry.end]
+        if covered:
+            ranges.append((min(covered), max(covered)))
+    return ranges
+
+
+def in_user_try(code: types.CodeType, index: int) -> bool:
+    """Whether instruction `index` runs under a user's try/except/finally, whose handler
+    must see what it raises (so it cannot run outside, in the entry function)."""
+    return any(start <= index <= end for start, end in _user_handlers(code))

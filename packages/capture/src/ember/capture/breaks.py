@@ -58,8 +58,8 @@ _entry(
 )
 _entry(
     "import",
-    "import statements",
-    "move the import to module level",
+    "{construct}",
+    "an import of a module not imported yet runs in plain Python; move it to module level",
 )
 _entry(
     "global-state",

@@ -179,11 +179,12 @@ def _emit_continuation(
 
     def resume_call(resume: Callable[..., Any], produced: bool) -> list[Instr]:
         code = [Instr("PUSH_NULL"), load_const(resume)]
-        code += [Instr("LOAD_FAST", n) for n in kept] + [Instr("BUILD_TUPLE", len(kept))]
+        code += [Instr("LOAD_FAST", n) for n in local_names]
+        code += [Instr("BUILD_TUPLE", len(local_names))]
+        code += [Instr("LOAD_FAST", n) for n in kept]
+        code += [Instr("BUILD_TUPLE", len(kept)), Instr("BINARY_OP", BinaryOp.ADD)]
         if produced:
             code += [Instr("LOAD_FAST", PRODUCED), Instr("BINARY_OP", BinaryOp.ADD)]
-        code += [Instr("LOAD_FAST", n) for n in local_names]
-        code += [Instr("BUILD_TUPLE", len(local_names)), Instr("BINARY_OP", BinaryOp.ADD)]
         return [*code, Instr("CALL_FUNCTION_EX", 0), Instr("RETURN_VALUE")]
 
     if plan.branch is not None:

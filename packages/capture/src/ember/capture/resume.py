@@ -24,7 +24,7 @@ def resume_function(
     line: int,
 ) -> types.FunctionType:
     """`fn`'s code from instruction index `target` on, given the stack (True marks a NULL
-    slot) and the locals, which become the parameters (stack items first)."""
+    slot) and the locals, which become the parameters (locals first, then the stack)."""
     code = fn.__code__
     original = Bytecode.from_code(code)
     start = Label()
@@ -56,7 +56,8 @@ def resume_function(
         if not (isinstance(item, Instr) and item.name in ("MAKE_CELL", "COPY_FREE_VARS"))
     ]
     bytecode = Bytecode([*prologue, *kept])  # type: ignore[list-item]
-    bytecode.argnames = [*stack_names, *local_names]
+    # Locals come first: zero-argument super() reads the first parameter (`self`).
+    bytecode.argnames = [*local_names, *stack_names]
     bytecode.argcount = len(bytecode.argnames)
     bytecode.posonlyargcount = 0
     bytecode.kwonlyargcount = 0

@@ -24,6 +24,7 @@ from ember.capture import logs
 from ember.capture.break_point import (
     BRANCHES,
     callable_index,
+    in_user_try,
     instructions,
     is_method_load,
     stack_effect,
@@ -276,6 +277,11 @@ def _continuation(
         if contents is not None and name not in names:
             names.append(name)
             values.append(rebuild.plan(contents))
+    first = fn.__code__.co_varnames[0] if fn.__code__.co_argcount else None
+    if first in names and names[0] != first:  # zero-argument super() needs it first
+        position = names.index(first)
+        names.insert(0, names.pop(position))
+        values.insert(0, values.pop(position))
     stack_plans += [plan(index) for index in range(split, len(stack))]
     prefix = [item.kind == "null" for item in stack_plans[:split]]
     grad_mode = torch.is_grad_enabled()
@@ -285,6 +291,12 @@ def _continuation(
         at_next = resume_function(fn, frame.break_pc + 1, prefix, names, line)
         branch = (BRANCHES[step.name], compile_function(at_target), compile_function(at_next))
         return Continuation(grad_mode, stack_plans, 1, [], 0, values, branch=branch)
+    if in_user_try(fn.__code__, frame.break_pc):
+        # What the instruction raises must reach the user's handler: the resume function
+        # starts at the instruction itself, and runs as plain Python.
+        layout = [item.kind == "null" for item in stack_plans]
+        resumed = resume_function(fn, frame.break_pc, layout, names, line)
+        return Continuation(grad_mode, stack_plans, 0, [], 0, values, resumed)
     code = instructions(step, frame.kw_names, line)
     resume = None
     if step.name != "RAISE_VARARGS":

@@ -167,6 +167,28 @@ def load_super_attr(frame: Frame, instr: Step) -> None:
     frame.push(SuperVariable(cls, receiver).getattr(frame, name))
 
 
+@handler("IMPORT_NAME")
+def import_name(frame: Frame, instr: Step) -> None:
+    """`import a.b` of a module already imported (no import side effects to model)."""
+    import sys
+
+    from ember.capture.unsupported import Unsupported
+    from ember.capture.variables.torch import PythonModuleVariable
+
+    fromlist = frame.pop().constant()
+    level = frame.pop().constant()
+    name = instr.arg
+    if level != 0 or name not in sys.modules:
+        raise Unsupported.of("import", construct=f"importing {name}")
+    target = name if fromlist else name.split(".")[0]
+    frame.push(PythonModuleVariable(sys.modules[target], None))
+
+
+@handler("IMPORT_FROM")
+def import_from(frame: Frame, instr: Step) -> None:
+    frame.push(frame.top().getattr(frame, instr.arg))
+
+
 @handler("STORE_GLOBAL")
 def store_global(frame: Frame, instr: Step) -> None:
     frame.session.side_effects.store_global(frame.globals, instr.arg, frame.pop())

@@ -92,6 +92,12 @@ def call_traced(frame: Frame, thunk: Callable[[], T]) -> T:
             "an operation that needs tensor values in Python",
             f"{error}".split(": ", 1)[-1][:200],
         ) from error
+    except Unsupported:
+        raise
+    except Exception as error:  # noqa: BLE001 - it runs in plain Python, which reports it
+        raise Unsupported(
+            f"a torch call that raised {type(error).__name__} while capturing ({error})"[:300]
+        ) from error
     location = frame.session.location
     if location is not None:
         for node in nodes[start:]:
