@@ -143,12 +143,16 @@ def paused_between(path: Path, start: float, end: float, process: int) -> float:
     )
 
 
-def end_pause_of(path: Path, process: int) -> None:
-    """Closes the pause of a holder that was killed while holding `path` (called by the runner,
-    which also resumes the paused workers)."""
-    with contextlib.suppress(OSError, ValueError):
+def end_pause_of(path: Path, process: int) -> bool:
+    """Closes the pause of `process` if it was killed while holding `path`; True if it was
+    (the runner then resumes the paused workers)."""
+    try:
         holder, begin = Path(f"{path}.pausing").read_text().split()
-        if int(holder) == process:
-            with Path(f"{path}.pauses").open("a") as log:
-                log.write(f"{holder} {begin} {time.monotonic()}\n")
-            Path(f"{path}.pausing").unlink()
+        if int(holder) != process:
+            return False
+        with Path(f"{path}.pauses").open("a") as log:
+            log.write(f"{holder} {begin} {time.monotonic()}\n")
+        Path(f"{path}.pausing").unlink()
+    except (OSError, ValueError):
+        return False
+    return True

@@ -177,12 +177,13 @@ def run_tasks(
         assert slot.worker is not None
         description = slot.worker.exit_description()
         slot.worker.stop()
+        held_pause = False
         if lock_path is not None:  # no longer one to pause, nor pausing the others
             with contextlib.suppress(OSError):
                 Path(f"{lock_path}.workers", str(slot.worker.process.pid)).unlink()
-            end_pause_of(Path(lock_path), slot.worker.process.pid)
+            held_pause = end_pause_of(Path(lock_path), slot.worker.process.pid)
         slot.worker = None
-        for other in slots:  # it may have died holding the lock with the others paused
+        for other in slots if held_pause else []:  # it died holding the lock, others paused
             if other.worker is not None:
                 with contextlib.suppress(OSError):
                     os.killpg(other.worker.process.pid, signal.SIGCONT)

@@ -1,7 +1,7 @@
 """A worker that only speaks the runner's protocol, for scheduler tests: no torch, no models.
 
 Each task carries a `script`: a list of `["work", s]` (sleep unlocked), `["measure", s]`
-(sleep holding the real measurement lock), `["crash"]`, `["crash_holding"]` (die while
+(sleep holding the real measurement lock), `["tick", s]` (note the time every 10 ms), `["crash"]`, `["crash_holding"]` (die while
 holding the lock) and `["hang"]`; the record lists the measured intervals (monotonic s).
 """
 
@@ -40,6 +40,7 @@ def main() -> None:
         current["id"] = task["id"]
         lock.reset_counters()
         intervals: list[list[float]] = []
+        ticks: list[float] = []
         started = time.monotonic()
         for action, *arguments in task.get("script", []):
             if action == "work":
@@ -49,6 +50,11 @@ def main() -> None:
                     begin = time.monotonic()
                     time.sleep(arguments[0])
                     intervals.append([begin, time.monotonic()])
+            elif action == "tick":  # busy for a while, noting the time every 10 ms
+                end = time.monotonic() + arguments[0]
+                while time.monotonic() < end:
+                    ticks.append(time.monotonic())
+                    time.sleep(0.01)
             elif action == "crash":
                 os._exit(3)
             elif action == "crash_holding":
@@ -59,6 +65,7 @@ def main() -> None:
         record = {
             "status": task.get("status", "pass"),
             "intervals": intervals,
+            "ticks": ticks,
             "span": [started, time.monotonic()],
             "pid": os.getpid(),
             "lock_wait_s": lock.waited_s,

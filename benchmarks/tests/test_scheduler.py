@@ -135,3 +135,17 @@ def test_other_workers_measurements_are_not_charged_to_a_case(
     if not pause_others:
         assert records["b/inference/float32/eager"]["lock_wait_s"] > 0.6
     assert records["c/inference/float32/eager"]["status"] == "timeout"
+
+
+def test_workers_stay_paused_through_a_measurement(tmp_path: Path) -> None:
+    tasks = [
+        _task("a", "eager", ["work", 0.5], ["measure", 1.0]),
+        _task("b", "eager", ["tick", 2.5]),
+        _task("c", "eager", ["work", 0.2]),  # done, and its worker stopped, while a measures
+    ]
+    records = _run(tmp_path, tasks, jobs=3)
+    assert all(r["status"] == "pass" for r in records.values())
+    ((begin, end),) = records["a/inference/float32/eager"]["intervals"]
+    ticks = records["b/inference/float32/eager"]["ticks"]
+    assert [t for t in ticks if begin + 0.05 < t < end - 0.05] == []
+    assert any(t < begin for t in ticks) and any(t > end for t in ticks)
