@@ -186,17 +186,12 @@ def concurrency_lines(run: dict[str, Any], cases: list[dict[str, Any]]) -> list[
     held = [
         v for c in cases if c.get("run_id") == run["run_id"] and (v := number(c.get("lock_held_s")))
     ]
-    cores = plan.get("measure_cores") or []
-    line = (
+    return [
         f"  - concurrency: {plan.get('jobs')} jobs on {plan.get('cores')} cores, compile threads "
-        f"{plan.get('compile_threads') or 'default'} per job, measurement cores "
-        f"{','.join(str(c) for c in cores) if cores else 'not reserved'}; measurement lock held "
+        f"{plan.get('compile_threads') or 'default'} per job; measurement lock held "
         f"{sum(held):.0f} s, waited {sum(waits):.0f} s in all (longest wait "
         f"{max(waits, default=0.0):.1f} s)"
-    )
-    if run.get("device") == "cpu" and (plan.get("jobs") or 1) > 1 and not cores:
-        line += "; **CPU step times shared their cores with other jobs' compiles**"
-    return [line]
+    ]
 
 
 def render(runs: list[dict[str, Any]], cases: list[dict[str, Any]], title: str) -> str:

@@ -6,7 +6,7 @@ time. While it holds the lock, a worker pauses the other registered workers (SIG
 process groups, SIGCONT after), so that their compiles submit no device work (first steps,
 Triton autotuning) and take no CPU; the pauses are logged so compile times can leave them
 out. The kernel drops an fcntl lock when its process dies, so a killed worker never leaves it
-held (the runner resumes the others). A hold can also move onto reserved measurement cores.
+held (the runner resumes the others).
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from benchmarks.concurrency import pin_threads
-
 
 class MeasurementLock:
     """An exclusive lock on `path`, shared by all the run's workers; counts waits and holds."""
@@ -28,8 +26,6 @@ class MeasurementLock:
     def __init__(
         self,
         path: Path,
-        measure_cores: tuple[int, ...] = (),
-        worker_cores: tuple[int, ...] = (),
         on_wait: Callable[[float | None], None] | None = None,
         pause_others: bool = False,
         drain_s: float = 0.0,
@@ -39,8 +35,6 @@ class MeasurementLock:
         self.drain_s = drain_s
         self.registry = Path(f"{path}.workers")  # one file per worker process, named by pid
         self.pauses = Path(f"{path}.pauses")  # "holder start end" (monotonic s) per pause
-        self.measure_cores = measure_cores
-        self.worker_cores = worker_cores
         self.on_wait = on_wait  # called with None when a wait starts, then with its seconds
         self.waited_s = 0.0
         self.held_s = 0.0
@@ -98,12 +92,8 @@ class MeasurementLock:
                 Path(f"{self.path}.pausing").write_text(f"{os.getpid()} {paused_at}")
                 if self._signal_others(signal.SIGSTOP) and self.drain_s:
                     time.sleep(self.drain_s)  # device work they queued before the pause ends
-            if self.measure_cores:
-                pin_threads(self.measure_cores)
             yield
         finally:
-            if self.worker_cores:
-                pin_threads(self.worker_cores)
             if paused_at is not None:
                 self._signal_others(signal.SIGCONT)
                 with self.pauses.open("a") as log:

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["OMP_NUM_THREADS"] = str(arguments.threads)  # workers read it at start-up
         torch.set_num_threads(arguments.threads)  # so the header records the same count
 
-    plan = concurrency.plan(arguments.jobs, arguments.threads)
+    plan = concurrency.plan(arguments.jobs)
     lock_path = arguments.lock_file or cache / "measurement.lock"
     tasks = _tasks(arguments, size, dtypes)
     header = {
@@ -180,8 +180,6 @@ def main(argv: list[str] | None = None) -> int:
         "settings": vars(settings),
         "backends": sorted({t["backend"] for t in tasks}),
         "lock_path": str(lock_path),
-        "measure_cores": list(plan.measure_cores),
-        "worker_cores": list(plan.worker_cores),
         "pause_others": plan.jobs > 1,
     }
     unavailable = [t for t in tasks if _unavailable_reason(t)]

@@ -29,7 +29,6 @@ from benchmarks.case import (
     prepare_setup,
     run_case,
 )
-from benchmarks.concurrency import pin_threads
 from benchmarks.device_lock import MeasurementLock
 
 ERROR_CHARACTERS = 3000
@@ -132,9 +131,6 @@ def main() -> None:
     device = torch.device(options["device"])
     backend_registry.ensure_ember_importable()
     settings = Settings(**options["settings"])
-    worker_cores = tuple(options.get("worker_cores", ()))
-    if worker_cores:  # before the compile workers start, so that they inherit it
-        pin_threads(worker_cores)
     current: dict[str, str] = {}
 
     def report_wait(waited_s: float | None) -> None:
@@ -145,8 +141,6 @@ def main() -> None:
 
     lock = MeasurementLock(
         Path(options["lock_path"]),
-        tuple(options.get("measure_cores", ())),
-        worker_cores,
         report_wait,
         pause_others=bool(options.get("pause_others")),
         # a paused worker's kernels already queued (e.g. a Triton autotuning run) still run
