@@ -179,15 +179,19 @@ class CppKernel:
         self.depth = 1
         loops_open = 0
         if parallel_outer:
-            collapse = f" collapse({len(kernel.outer)})" if len(kernel.outer) > 1 else ""
+            # pointwise kernels: threads over all loops but the last, SIMD over the last
+            # (collapsing the last loop too would hide its stride-1 accesses from the vectorizer)
+            split = len(kernel.outer) - 1 if not kernel.inner and len(kernel.outer) > 1 else None
+            threaded = kernel.outer[:split] if split is not None else kernel.outer
+            collapse = f" collapse({len(threaded)})" if len(threaded) > 1 else ""
             simd = " simd" if not kernel.inner and len(kernel.outer) == 1 else ""
-            self.line(
-                f"#pragma omp parallel for{simd}{collapse} if({self.size(numel)} >= {PARALLEL_THRESHOLD}L)"
-            )
-            for variable, size in zip(outer_vars, kernel.outer):
-                self.line(
-                    f"for (int64_t {variable} = 0; {variable} < {self.size(size)}; ++{variable})"
-                )
+            condition = f"if({self.size(numel)} >= {PARALLEL_THRESHOLD}L)"
+            self.line(f"#pragma omp parallel for{simd}{collapse} {condition}")
+            for position, (variable, size) in enumerate(zip(outer_vars, kernel.outer)):
+                if split is not None and position == split:
+                    self.line("#pragma omp simd")
+                bound = self.size(size)
+                self.line(f"for (int64_t {variable} = 0; {variable} < {bound}; ++{variable})")
             self.line("{")
             self.depth += 1
             loops_open = 1
