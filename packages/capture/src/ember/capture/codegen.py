@@ -113,13 +113,17 @@ def entry_function(
         for source in inputs:
             body += source.emit(load_locals, globals_dict)
         body += [*call_instructions(len(inputs)), Instr("STORE_FAST", OUTPUTS)]
+    # Values are rebuilt before the side effects replay: a source read afterwards could see
+    # a list the replay has just rewritten.
+    replay: list[Instr] = []
     for effect in effects or ():
-        body += _emit_effect(effect, load_locals, globals_dict)
+        replay += _emit_effect(effect, load_locals, globals_dict)
     if continuation is not None:
-        body += _emit_continuation(continuation, load_locals, globals_dict)
+        body += _emit_continuation(continuation, load_locals, globals_dict, replay)
     else:
         assert output is not None
         body += _emit_output(output, load_locals, globals_dict)
+        body += [Instr("STORE_FAST", RESULT), *replay, Instr("LOAD_FAST", RESULT)]
         body.append(Instr("RETURN_VALUE"))
     bytecode = Bytecode(body)
     bytecode.argnames = ["L"]
@@ -150,7 +154,10 @@ def _emit_effect(
 
 
 def _emit_continuation(
-    plan: Continuation, load_locals: list[Instr], globals_dict: dict[str, Any]
+    plan: Continuation,
+    load_locals: list[Instr],
+    globals_dict: dict[str, Any],
+    replay: list[Instr],
 ) -> list[Instr | Label]:
     import torch
 
@@ -176,6 +183,7 @@ def _emit_continuation(
         out.append(Instr("STORE_FAST", local_names[-1]))
     for item in plan.stack[split:]:
         out += _emit_output(item, load_locals, globals_dict)
+    out += replay  # stack-neutral: the side effects happen before the instruction
 
     def resume_call(resume: Callable[..., Any], produced: bool) -> list[Instr]:
         code = [Instr("PUSH_NULL"), load_const(resume)]
@@ -201,6 +209,7 @@ def _emit_continuation(
 
 
 PRODUCED = "__ember_produced"
+RESULT = "__ember_result"
 
 
 def _emit_output(
