@@ -5,6 +5,7 @@ point; see README.md for the walk-through).
 
 from ember_numpy_backend import (  # noqa: F401  (each module registers its kernels on import)
     elementwise,
+    factorizations,
     linalg,
     random,
     reductions,

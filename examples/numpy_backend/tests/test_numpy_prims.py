@@ -229,6 +229,18 @@ _OPINFO = [
     "special.legendre_polynomial_p",
     "median",
     "bucketize",
+    "linalg.svdvals",
+    "linalg.pinv",
+    "linalg.det",
+    "linalg.slogdet",
+    "linalg.eigvalsh",
+    "linalg.solve_triangular",
+    "cholesky_solve",
+    "linalg.inv_ex",
+    "linalg.lu_solve",
+    "linalg.matrix_rank",
+    "linalg.qr",
+    "linalg.eigvals",
 ]
 
 

@@ -10,6 +10,7 @@ from ember.prims.decompositions import (  # noqa: F401  (each module registers o
     creation,
     distances,
     elementwise,
+    factorizations,
     fourier,
     indexing,
     linalg,

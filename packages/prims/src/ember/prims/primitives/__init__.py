@@ -8,6 +8,7 @@ from ember.prims.primitives import (  # noqa: F401  (each module defines its pri
     complex_numbers,
     creation,
     elementwise,
+    factorizations,
     fft,
     indexing,
     linalg,
