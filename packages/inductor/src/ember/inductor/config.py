@@ -7,13 +7,13 @@ from ember.prims.config import config_class, setting
 
 @config_class
 class InductorConfig:
-    """Settings of ember-inductor: caching and fusion limits."""
+    """Settings of ember-inductor: caching and fusion."""
 
     cache: bool = setting(
         True,
         env="EMBER_INDUCTOR_CACHE",
-        help="Reuse compiled graphs and kernels from ember-runtime's on-disk cache; off "
-        "rebuilds everything (kernels are still loaded from the files just built).",
+        help="Reuse compiled graphs from ember-runtime's on-disk cache; off regenerates every "
+        "graph's code (shared libraries stay cached under a key of their source).",
         cache_key=False,
     )
     fusion: bool = setting(
