@@ -22,6 +22,7 @@ from ember.autodiff.runtime import CompiledFunction, TrainingStep
 from ember.prims import Graph, InputKind, Interpreter, Ref, TensorSpec, tree_flatten
 from ember.prims.config import PrimsConfig, load
 from ember.prims.logs import topic_logger
+from ember.prims.symbolic import evaluate_expr
 
 # A compiler of one half: (graph, example_inputs) -> a callable taking the graph's inputs.
 Compiler = Callable[[Graph, Sequence[Any]], Callable[..., Any]]
@@ -139,13 +140,15 @@ def _example_primals(
 
 
 def _zeros_for(graph: Graph) -> list[torch.Tensor]:
-    """Zero-filled tensors of the specs of `graph`'s user inputs (backward example inputs)."""
+    """Zero-filled tensors of the specs of `graph`'s user inputs (backward example inputs),
+    symbolic sizes at their hints."""
+    hints = {name: info.hint for name, info in graph.symbols.items() if info.hint is not None}
     tensors: list[torch.Tensor] = []
     for graph_input in graph.user_inputs():
         spec = graph_input.value.spec
         assert isinstance(spec, TensorSpec)
-        shape = [int(s) for s in spec.shape]
-        strides = [int(s) for s in spec.strides]
+        shape = [int(evaluate_expr(s, hints)) for s in spec.shape]
+        strides = [int(evaluate_expr(s, hints)) for s in spec.strides]
         tensor = torch.empty_strided(shape, strides, dtype=spec.dtype, device=spec.device)
         tensors.append(tensor.zero_())
     return tensors

@@ -16,7 +16,7 @@ from typing import Any
 
 from ember.autodiff.dead_code import eliminate_dead_code
 from ember.autodiff.errors import AutodiffError
-from ember.autodiff.replay import FunctionalReplay, placeholder
+from ember.autodiff.replay import FunctionalReplay, placeholder, tracer_for
 from ember.autodiff.view_rules import ViewStep
 from ember.prims import (
     Graph,
@@ -69,7 +69,7 @@ class FunctionalGraph:
 def functionalize(graph: Graph) -> FunctionalGraph:
     """The pure version of `graph` (no writes, no outputs aliasing inputs) and its Signature."""
     started = time.perf_counter()
-    tracer = Tracer()
+    tracer = tracer_for(graph)
     _, primals, outputs, signature = functional_trace(graph, tracer, differentiable=False)
     pure = _finish(tracer, graph, primals, outputs)
     pure.meta = {"pass": "functionalize", "time_ms": _ms(started)}

@@ -17,13 +17,12 @@ import torch
 
 from ember.autodiff.dead_code import eliminate_dead_code
 from ember.autodiff.functionalize import Signature, functional_trace
-from ember.autodiff.replay import placeholder
+from ember.autodiff.replay import placeholder, tracer_for
 from ember.prims import (
     Graph,
     GraphInput,
     Ref,
     SourceLocation,
-    TensorSpec,
     Tracer,
     TracerTensor,
     Value,
@@ -57,7 +56,7 @@ def trace_joint(
     """The joint forward/backward Graph of `graph`, differentiating the flat inputs flagged in
     `requires_grad` (one flag per non-constant input); decomposed with `decompositions`."""
     started = time.perf_counter()
-    tracer = Tracer()
+    tracer = tracer_for(graph)
     with torch.enable_grad():
         replay, primals, outputs, signature = functional_trace(
             graph, tracer, differentiable=True, requires_grad=requires_grad
@@ -110,13 +109,8 @@ def trace_joint(
 
 def _tangent(tracer: Tracer, output: Any, index: int) -> TracerTensor:
     """A tangent input for forward output `index`: contiguous, like autograd hands it."""
-    shape = tuple(int(s) for s in output.shape)
-    strides: list[int] = []
-    running = 1
-    for size in reversed(shape):
-        strides.append(running)
-        running *= max(size, 1)
-    spec = TensorSpec(output.dtype, shape, tuple(reversed(strides)), output.device)
+    meta = torch.empty(output.shape, dtype=output.dtype, device="meta")
+    spec = tracer._spec_of(meta, output.device, False)
     return placeholder(tracer, GraphInput(Value(f"tangent_{index}", spec)))
 
 

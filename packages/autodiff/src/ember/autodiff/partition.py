@@ -9,7 +9,7 @@ such that everything else the backward needs can be recomputed from them with ch
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ from ember.prims import (
     tree_flatten,
 )
 from ember.prims.ops import op_schema
+from ember.prims.symbolic import evaluate_expr
 
 PARTITIONERS = ("min_cut", "naive")
 
@@ -88,7 +89,7 @@ def partition(joint: JointGraph, partitioner: str = "min_cut") -> Partition:
     backward.meta = {"pass": f"partition.{partitioner}", "time_ms": elapsed}
     forward.name = graph.name.removesuffix("_joint") + "_forward"
     backward.name = graph.name.removesuffix("_joint") + "_backward"
-    size = sum(_bytes(layout.values[name]) for name in saved)
+    size = sum(_bytes(layout.values[name], layout.hints) for name in saved)
     return Partition(forward, backward, tuple(saved), size, joint.num_forward_outputs)
 
 
@@ -115,6 +116,9 @@ class _Layout:
             if any(ref.name in self.tangent_dependent for ref in references(node)):
                 self.tangent_dependent.update(v.name for v in node.output_values())
         self.order = {name: i for i, name in enumerate(self.values)}
+        self.hints = {
+            name: info.hint for name, info in graph.symbols.items() if info.hint is not None
+        }
 
     def ancestors(self, roots: Iterable[str], stop: set[str]) -> set[str]:
         """Every value `roots` depend on, not looking past `stop` (which are included)."""
@@ -170,7 +174,7 @@ def _min_cut_saved(layout: _Layout) -> list[str]:
         for name in layout.values
         if name not in layout.tangent_dependent and name not in layout.constants
     ]
-    weights = {name: _bytes(layout.values[name]) for name in candidates}
+    weights = {name: _bytes(layout.values[name], layout.hints) for name in candidates}
     infinite = sum(weights.values()) + 1
     network = FlowNetwork()
     network.vertex("source")
@@ -321,11 +325,12 @@ def _graph(
     return graph
 
 
-def _bytes(value: Value) -> int:
+def _bytes(value: Value, hints: Mapping[str, int]) -> int:
+    """The size of a value in bytes (symbolic sizes at their hints)."""
     spec = value.spec
     if not isinstance(spec, TensorSpec):
         return 1
     count = 1
     for size in spec.shape:
-        count *= int(size)
+        count *= int(size) if isinstance(size, int) else int(evaluate_expr(size, hints))
     return max(1, count * spec.dtype.itemsize)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import sympy
 import torch
 
 from ember.autodiff.errors import FunctionalizationError
@@ -30,6 +31,7 @@ from ember.prims import (
     resolve_op,
 )
 from ember.prims.ops import op_schema
+from ember.prims.symbolic import ShapeEnv
 
 aten = torch.ops.aten
 
@@ -56,6 +58,39 @@ class _KeepGradient(torch.autograd.Function):
         return grad, None
 
 
+def tracer_for(graph: Graph) -> Tracer:
+    """A Tracer to replay `graph` into: with a shape environment holding the Graph's size
+    symbols (same names, hints and ranges) and guards when it has any."""
+    if not graph.symbols:
+        return Tracer()
+    shape_env = ShapeEnv()
+    for name, info in sorted(graph.symbols.items(), key=lambda item: _symbol_order(item[0])):
+        if info.hint is None:
+            raise FunctionalizationError(
+                f"size symbol {name} of {graph.name} has no hint; ember-autodiff needs an "
+                "example size for every symbol"
+            )
+        made = shape_env.create_symbol(
+            info.hint, description=name, lower=info.lower, upper=info.upper
+        )
+        if str(made) != name:
+            raise FunctionalizationError(
+                f"the size symbols of {graph.name} ({', '.join(graph.symbols)}) are not named "
+                "s0, s1, ... in order; ember-autodiff cannot rebuild them"
+            )
+    for guard in graph.guards:
+        count = len(shape_env.guards)
+        shape_env.record_guard(guard.expr)
+        if len(shape_env.guards) > count:
+            shape_env.guards[-1] = guard  # keep the user line that made the assumption
+    return Tracer(shape_env)
+
+
+def _symbol_order(name: str) -> tuple[int, str]:
+    digits = name[1:]
+    return (int(digits), name) if digits.isdigit() else (1 << 30, name)
+
+
 def placeholder(
     tracer: Tracer, graph_input: GraphInput, *, requires_grad: bool = False
 ) -> TracerTensor:
@@ -66,16 +101,8 @@ def placeholder(
         raise FunctionalizationError(
             f"input {value.name} is not a tensor; only tensors can be inputs"
         )
-    if not spec.is_static():
-        # TODO(issue 7): carry the Graph's symbols into a ShapeEnv for the replay.
-        raise FunctionalizationError(
-            f"input {value.name} has symbolic sizes; ember-autodiff needs static shapes for now "
-            "(compile without dynamic=True)"
-        )
     name = tracer._namer.fresh(value.name)  # TODO(issue 6 report): a public add_input from a spec
-    extent = 1 + spec.storage_offset + sum((s - 1) * st for s, st in zip(spec.shape, spec.strides))
-    storage = torch.empty(max(extent, 0) if all(spec.shape) else 0, dtype=spec.dtype, device="meta")
-    meta = storage.as_strided(spec.shape, spec.strides, spec.storage_offset)
+    meta = _meta(tracer, spec)
     grad = requires_grad and (spec.dtype.is_floating_point or spec.dtype.is_complex)
     new_spec = TensorSpec(
         spec.dtype, spec.shape, spec.strides, spec.device, grad, spec.storage_offset
@@ -84,6 +111,40 @@ def placeholder(
         GraphInput(Value(name, new_spec), graph_input.kind, graph_input.target)
     )
     return TracerTensor(meta, device=spec.device, requires_grad=grad, value_name=name, owner=tracer)
+
+
+def _meta(tracer: Tracer, spec: TensorSpec) -> torch.Tensor:
+    """A meta tensor of `spec`'s sizes and strides (SymInts for symbolic ones)."""
+    if spec.is_static():
+        shape = [int(s) for s in spec.shape]
+        strides = [int(s) for s in spec.strides]
+        offset = int(spec.storage_offset)
+        extent = 1 + offset + sum((s - 1) * st for s, st in zip(shape, strides))
+        storage = torch.empty(max(extent, 0) if all(shape) else 0, dtype=spec.dtype, device="meta")
+        return storage.as_strided(shape, strides, offset)
+    if tracer.shape_env is None:
+        raise FunctionalizationError("a symbolic input needs a tracer made by tracer_for(graph)")
+    env = tracer.shape_env
+    shape = [env.to_symint(s) for s in spec.shape]
+    strides = [env.to_symint(s) for s in spec.strides]
+    meta = torch.empty_strided(shape, strides, dtype=spec.dtype, device="meta")
+    if spec.storage_offset != 0:
+        meta = meta.as_strided(shape, strides, env.to_symint(spec.storage_offset))
+    return meta
+
+
+def symbolic_literal(tracer: Tracer, arg: Any) -> Any:
+    """A node argument as an op takes it: sympy size expressions become SymInts/SymBools."""
+    if not isinstance(arg, sympy.Basic):
+        return arg
+    env = tracer.shape_env
+    if env is None:
+        raise FunctionalizationError(f"the size expression {arg} needs a shape environment")
+    if not isinstance(arg, sympy.Expr):  # a relation or a logic combination of them
+        return env.to_symbool(arg)
+    if arg.is_integer:
+        return env.to_symint(arg)
+    return env.to_symfloat(arg)
 
 
 class FunctionalReplay:
@@ -135,7 +196,7 @@ class FunctionalReplay:
             return cached[1]
         value = self.current[root]
         for step in steps:
-            value = apply_view_functionally(step, value, self.read)
+            value = apply_view_functionally(step, value, self._bind)
         self.cache[name] = (version, value)
         return value
 
@@ -242,11 +303,11 @@ class FunctionalReplay:
         else:
             bases = [self.current[root]]
             for step in steps[:-1]:
-                bases.append(apply_view_functionally(step, bases[-1], self.read))
+                bases.append(apply_view_functionally(step, bases[-1], self._bind))
             updated = new
             for step, base in zip(reversed(steps), reversed(bases)):
                 try:
-                    updated = scatter_into_base(step, base, updated)
+                    updated = scatter_into_base(step, base, updated, self._bind)
                 except KeyError:
                     raise FunctionalizationError(
                         f"{_where(node)}{node.target} writes through a {step.target} view, "
@@ -330,7 +391,7 @@ class FunctionalReplay:
             return self.read(arg)
         if isinstance(arg, list):
             return [self._bind(item) for item in arg]
-        return arg
+        return symbolic_literal(self.tracer, arg)
 
     def _is_input(self, name: str) -> bool:
         return any(gi.value.name == name for gi in self.graph.inputs)

@@ -34,8 +34,9 @@ class ViewStep:
     base: int | str
     output_index: int | None = None
 
-    def bound(self, base: Any, read: Callable[[Ref], Any]) -> tuple[list[Any], dict[str, Any]]:
-        """The call's arguments with `base` in place and every other reference read."""
+    def bound(self, base: Any, read: Callable[[Any], Any]) -> tuple[list[Any], dict[str, Any]]:
+        """The call's arguments with `base` in place, every other reference (and symbolic
+        size) passed through `read`."""
         args = [a if i == self.base else _resolve(a, read) for i, a in enumerate(self.args)]
         kwargs = {key: a if key == self.base else _resolve(a, read) for key, a in self.kwargs}
         if isinstance(self.base, int):
@@ -66,21 +67,21 @@ class ViewStep:
         return not any(_has_reference(a) for a in others)
 
 
-def apply_view(step: ViewStep, base: Any, read: Callable[[Ref], Any] = lambda ref: None) -> Any:
+def apply_view(step: ViewStep, base: Any, read: Callable[[Any], Any] = lambda arg: arg) -> Any:
     """Rebuild the view `step` makes of `base`."""
     args, kwargs = step.bound(base, read)
     result = resolve_op(step.target)(*args, **kwargs)
     return result if step.output_index is None else result[step.output_index]
 
 
-def apply_view_functionally(step: ViewStep, base: Any, read: Callable[[Ref], Any]) -> Any:
+def apply_view_functionally(step: ViewStep, base: Any, read: Callable[[Any], Any]) -> Any:
     """Like `apply_view`, but layout-free: `view` replays as `reshape`.
 
     A functional base need not keep the strides the original tensor had, and `view` requires
     compatible strides; `reshape` computes the same elements whatever the layout.
     """
     if step.target in _RESHAPES:
-        return aten.reshape.default(base, list(_target_shape(step, base)))
+        return aten.reshape.default(base, [_resolve(s, read) for s in _target_shape(step)])
     return apply_view(step, base, read)
 
 
@@ -137,7 +138,7 @@ def _as_strided_back(base: Any, updated: Any, named: Mapping[str, Any], index: i
 def _split_back(base: Any, updated: Any, named: Mapping[str, Any], index: int | None) -> Any:
     assert index is not None
     dim = named["dim"] % base.dim()
-    size = int(named["split_size"])
+    size = named["split_size"]
     start = index * size
     return aten.slice_scatter.default(base, updated, dim, start, start + updated.shape[dim], 1)
 
@@ -145,7 +146,7 @@ def _split_back(base: Any, updated: Any, named: Mapping[str, Any], index: int | 
 def _split_sizes_back(base: Any, updated: Any, named: Mapping[str, Any], index: int | None) -> Any:
     assert index is not None
     dim = named["dim"] % base.dim()
-    start = sum(int(s) for s in named["split_sizes"][:index])
+    start = sum(named["split_sizes"][:index])
     return aten.slice_scatter.default(base, updated, dim, start, start + updated.shape[dim], 1)
 
 
@@ -183,24 +184,42 @@ _RESHAPES = frozenset(
 )
 
 
-def scatter_into_base(step: ViewStep, base: Any, updated: Any) -> Any:
-    """The base after writing `updated` into the view `step` makes of it (a pure op).
+def scatter_into_base(
+    step: ViewStep, base: Any, updated: Any, read: Callable[[Any], Any] = lambda arg: arg
+) -> Any:
+    """The base after writing `updated` into the view `step` makes of it (a pure op); `read`
+    turns references and symbolic sizes among the view's arguments into values.
 
     Raises KeyError for a view op with no inverse (`expand`, `unfold`, dtype views).
     """
     inverse = VIEW_INVERSES[step.target]
-    return inverse(base, updated, step.named_arguments(), step.output_index)
+    named = {
+        key: value
+        if key == step.base or step.base == _position(step, key)
+        else _resolve(value, read)
+        for key, value in step.named_arguments().items()
+    }
+    return inverse(base, updated, named, step.output_index)
 
 
-def _target_shape(step: ViewStep, base: Any) -> list[Any]:
+def _position(step: ViewStep, name: str) -> int | None:
+    schema = op_schema(step.target)
+    assert schema is not None
+    for position, argument in enumerate(schema.arguments):
+        if argument.name == name:
+            return position
+    return None
+
+
+def _target_shape(step: ViewStep) -> list[Any]:
     named = step.named_arguments()
     shape = named.get("size", named.get("shape"))
     assert shape is not None, step.target
     return list(shape)
 
 
-def _resolve(arg: Any, read: Callable[[Ref], Any]) -> Any:
-    if isinstance(arg, Ref):
+def _resolve(arg: Any, read: Callable[[Any], Any]) -> Any:
+    if isinstance(arg, (Ref, sympy.Basic)):
         return read(arg)
     if isinstance(arg, list):
         return [_resolve(item, read) for item in arg]
