@@ -15,7 +15,7 @@ from ember.autodiff.aliasing import (
     Write,
     analyze_aliasing,
 )
-from ember.autodiff.aot import Compiler, aot, aot_eager, joint_and_partition
+from ember.autodiff.aot import Compiler, aot, aot_eager
 from ember.autodiff.errors import (
     AliasAnalysisError,
     AutodiffError,
@@ -65,7 +65,6 @@ __all__ = [
     "aot_eager",
     "functionalize",
     "is_recomputable",
-    "joint_and_partition",
     "partition",
     "trace_joint",
 ]

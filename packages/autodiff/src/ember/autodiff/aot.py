@@ -17,7 +17,7 @@ import torch
 from ember.autodiff.errors import AutodiffError
 from ember.autodiff.functionalize import FunctionalGraph, functionalize
 from ember.autodiff.joint import trace_joint
-from ember.autodiff.partition import PARTITIONERS, Partition, partition
+from ember.autodiff.partition import PARTITIONERS, partition
 from ember.autodiff.runtime import CompiledFunction, TrainingStep
 from ember.prims import Graph, InputKind, Interpreter, Ref, TensorSpec, tree_flatten
 from ember.prims.config import PrimsConfig, load
@@ -103,16 +103,6 @@ def aot(
 def aot_eager(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
     """The `aot_eager` backend: `aot` with both halves run by the ember-prims interpreter."""
     return aot(graph, example_inputs, fw_compiler=_interpret, bw_compiler=_interpret)
-
-
-def joint_and_partition(
-    graph: Graph,
-    requires_grad: Sequence[bool],
-    partitioner: str = "min_cut",
-    decompositions: Mapping[str, Callable[..., Any]] | None = None,
-) -> Partition:
-    """The partition `aot` would compile for `graph` with these inputs requiring grad."""
-    return partition(trace_joint(graph, requires_grad, decompositions), partitioner)
 
 
 def _interpret(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
