@@ -91,6 +91,16 @@ class BuiltinVariable(Variable):
     def describe(self) -> str:
         return f"the builtin {getattr(self.fn, '__name__', self.fn)}"
 
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        from ember.capture.variables.builder import wrap_result
+
+        if not isinstance(self.fn, type):
+            return super().getattr(frame, name)
+        try:
+            return wrap_result(frame, getattr(self.fn, name))
+        except AttributeError as error:
+            raise Unsupported(f"reading a missing attribute ({error})") from error
+
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         from ember.capture.variables.builder import wrap_result
         from ember.capture.variables.tensor import TensorVariable
@@ -100,9 +110,9 @@ class BuiltinVariable(Variable):
         if handler is not None:
             return handler(frame, args, kwargs)
         everything = [*args, *kwargs.values()]
-        if all(arg.is_constant() for arg in everything):
-            real_args = [arg.constant() for arg in args]
-            real_kwargs = {key: arg.constant() for key, arg in kwargs.items()}
+        if all(_plain(arg) for arg in everything):
+            real_args = [arg.realize() for arg in args]
+            real_kwargs = {key: arg.realize() for key, arg in kwargs.items()}
             try:
                 return wrap_result(frame, self.fn(*real_args, **real_kwargs))
             except Exception as error:  # noqa: BLE001
@@ -113,6 +123,17 @@ class BuiltinVariable(Variable):
             real = [arg.realize() for arg in args]
             return wrap_result(frame, call_traced(frame, lambda: self.fn(*real)))
         raise Unsupported(f"calling {self.describe()} on {', '.join(a.describe() for a in args)}")
+
+
+def _plain(value: Variable) -> bool:
+    """A constant, or a list/tuple/dict/set of them: safe to hand to a builtin for real."""
+    if value.is_constant() or isinstance(value, SetVariable):
+        return True
+    if isinstance(value, SequenceVariable):
+        return all(_plain(item) for item in value.values)
+    if isinstance(value, DictVariable):
+        return all(_plain(item) for item in value.entries.values())
+    return False
 
 
 def _sequence(frame: Frame, values: list[Variable]) -> ListVariable:
