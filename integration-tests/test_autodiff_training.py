@@ -329,3 +329,10 @@ def test_language_model_loss_with_tied_embeddings() -> None:
     expected.backward()
     actual.backward()
     _assert_same_state(compiled_model, eager_model)
+
+
+def test_aot_eager_comes_from_the_ember_autodiff_entry_point() -> None:
+    assert "aot_eager" in ember.capture.list_backends()
+    origin = ember.capture.default_registry.origin("aot_eager")
+    assert "ember.autodiff.aot:aot_eager" in origin and "ember-autodiff" in origin
+    assert ember.capture.lookup_backend("aot_eager") is ember.autodiff.aot_eager
