@@ -5,7 +5,7 @@ dtypes) and eager's own first-step values once per dtype (a `Setup`, shared by e
 of that group). A backend's first step is both its cold compile and its accuracy sample; then
 it warms up, is timed, has its peak memory taken, and (optionally) is compiled again after a
 reset to time a warm compile. `hold` (the measurement lock) is held around the reference and
-eager values and around warm-up, timing and memory; never around a compile.
+eager values, eager's first call, and warm-up, timing and memory; never around a compile.
 """
 
 from __future__ import annotations
