@@ -64,6 +64,8 @@ class LoweringContext:
     force_realize: set[str] = field(default_factory=set)
     node: Node | None = None
     counter: int = 0
+    # references the node being lowered makes, by name (its own reads are not "later")
+    reading_now: dict[str, int] = field(default_factory=dict)
 
     # ---- names and buffers --------------------------------------------------------------
 
@@ -149,7 +151,7 @@ class LoweringContext:
                 isinstance(value, Lazy)
                 and value.realized is None
                 and storage in value.reads
-                and self.uses_left.get(name, 0) > 0
+                and self.uses_left.get(name, 0) > self.reading_now.get(name, 0)
             ):
                 self.realize(value, self.spec_layout(name))
 
@@ -358,6 +360,9 @@ def _lower(graph: Graph, force: set[str]) -> Program:
 
 def _lower_node(ctx: LoweringContext, node: Node) -> None:
     ctx.node = node
+    ctx.reading_now = {}
+    for ref in _refs([node.args, list(node.kwargs.values())]):
+        ctx.reading_now[ref] = ctx.reading_now.get(ref, 0) + 1
     args = [_bind(ctx, a) for a in node.args]
     kwargs = {k: _bind(ctx, v) for k, v in node.kwargs.items()}
     lowering = LOWERINGS.get(node.target)
