@@ -1,7 +1,7 @@
-"""Kernels of the special-function prims that NumPy and Python's `math` cover: the order-0
-modified Bessel function, sin(x)/x, erfcx, ndtri, and the orthogonal polynomials by their
-three-term recurrences. The other special prims (Bessel J/Y/K and order 1, Airy, zeta,
-incomplete gamma, polygamma) are not implemented here: `MISSING` names them, and a Graph
+"""Kernels of the special-function prims: NumPy's i0, short formulas (sin(x)/x, erfcx,
+ndtri), the orthogonal polynomials by their three-term recurrences, and series written with
+Python's `math` (I_1, Hurwitz zeta, polygamma, incomplete gamma; scalar_math.py). The Bessel
+J, Y and K functions and Airy's Ai are not implemented: `MISSING` names them, and a Graph
 that needs one is refused when it is compiled.
 """
 
@@ -14,13 +14,20 @@ from typing import Any
 import numpy as np
 
 from ember_numpy_backend.kernels import kernel
-from ember_numpy_backend.scalar_math import erfinv, vectorized
+from ember_numpy_backend.scalar_math import (
+    bessel_i1,
+    bessel_i1e,
+    erfinv,
+    igamma,
+    igammac,
+    polygamma,
+    vectorized,
+    zeta,
+)
 
 Array = Any  # numpy.ndarray
 
 MISSING = (
-    "bessel_i1",
-    "bessel_i1e",
     "bessel_j0",
     "bessel_j1",
     "bessel_y0",
@@ -30,10 +37,6 @@ MISSING = (
     "bessel_k0e",
     "bessel_k1e",
     "airy_ai",
-    "zeta",
-    "igamma",
-    "igammac",
-    "polygamma",
 )
 
 
@@ -100,3 +103,20 @@ _POLYNOMIALS = {
 }
 for _name, (_first, _step) in _POLYNOMIALS.items():
     kernel(_name)(_recurrence(_first, _step))
+
+
+def _binary(fn: Callable[[float, float], float]) -> Callable[[Array, Array], Array]:
+    ufunc = np.vectorize(fn, otypes=[np.float64])
+    return lambda a, b: ufunc(a.astype(np.float64), b.astype(np.float64))
+
+
+kernel("bessel_i1")(vectorized(bessel_i1))
+kernel("bessel_i1e")(vectorized(bessel_i1e))
+kernel("zeta")(_binary(zeta))
+kernel("igamma")(_binary(igamma))
+kernel("igammac")(_binary(igammac))
+
+
+@kernel("polygamma")
+def _polygamma(a: Array, n: int) -> Array:
+    return vectorized(lambda x: polygamma(n, x))(a)

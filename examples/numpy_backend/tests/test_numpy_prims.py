@@ -241,7 +241,19 @@ _OPINFO = [
     "linalg.matrix_rank",
     "linalg.qr",
     "linalg.eigvals",
+    "special.i1",
+    "special.i1e",
+    "special.zeta",
+    "polygamma.polygamma_n_1",
+    "polygamma.polygamma_n_3",
+    "igamma",
+    "igammac",
 ]
+
+
+# torch's float32 polygamma is off by up to ~2e-5 relative near its poles (the kernel, in
+# float64, agrees with torch's float64 polygamma to 1e-14): compare those more loosely
+_RTOL = {"polygamma.polygamma_n_1": 1e-4, "polygamma.polygamma_n_3": 1e-4}
 
 
 def _opinfo_ops() -> dict[str, Any]:
@@ -281,6 +293,13 @@ def test_kernels_match_eager_on_opinfo_samples(name: str) -> None:
         except Exception:  # samples that read tensor values while tracing (.item())
             continue
         program = numpy_prims(decompose(graph, PRIM_DECOMPOSITIONS), inputs)
-        torch.testing.assert_close(program(*inputs), call(*inputs), equal_nan=True)
+        rtol = _RTOL.get(name)
+        torch.testing.assert_close(
+            program(*inputs),
+            call(*inputs),
+            equal_nan=True,
+            rtol=rtol,
+            atol=None if rtol is None else 1e-5,
+        )
         checked += 1
     assert checked, f"no sample of {name} traced"
