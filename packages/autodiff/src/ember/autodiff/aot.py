@@ -19,7 +19,15 @@ from ember.autodiff.functionalize import FunctionalGraph, functionalize
 from ember.autodiff.joint import trace_joint
 from ember.autodiff.partition import PARTITIONERS, partition
 from ember.autodiff.runtime import CompiledFunction, TrainingStep
-from ember.prims import Graph, InputKind, Interpreter, Ref, TensorSpec, tree_flatten
+from ember.prims import (
+    Graph,
+    InputKind,
+    Interpreter,
+    Ref,
+    TensorSpec,
+    cross_boundary,
+    tree_flatten,
+)
 from ember.prims.config import PrimsConfig, load
 from ember.prims.logs import topic_logger
 from ember.prims.symbolic import evaluate_expr
@@ -56,7 +64,7 @@ def aot(
         )
     config = load(PrimsConfig)
     live_state = dict(graph.constants)  # parameters stay the live tensors, not copies
-    graph = _boundary(graph, config)
+    graph = cross_boundary(graph, "backend -> autodiff", config)
     functional = functionalize(graph)
     _check(functional.graph, config)
     examples = _example_primals(functional, example_inputs, live_state)
@@ -69,7 +77,7 @@ def aot(
 
             pure = decompose(pure, decompositions)
         _log("functionalize", pure)
-        return fw_compiler(_boundary(pure, config), examples)
+        return fw_compiler(cross_boundary(pure, "autodiff -> forward compiler", config), examples)
 
     def training(requires_grad: tuple[bool, ...]) -> TrainingStep:
         joint = trace_joint(graph, requires_grad, decompositions)
@@ -84,8 +92,13 @@ def aot(
             len(parts.saved),
             parts.saved_bytes,
         )
-        forward = fw_compiler(_boundary(parts.forward, config), examples)
-        backward = bw_compiler(_boundary(parts.backward, config), _zeros_for(parts.backward))
+        forward = fw_compiler(
+            cross_boundary(parts.forward, "autodiff -> forward compiler", config), examples
+        )
+        backward = bw_compiler(
+            cross_boundary(parts.backward, "autodiff -> backward compiler", config),
+            _zeros_for(parts.backward),
+        )
         clone = tuple(i for i, name in enumerate(parts.saved) if name in mutated)
         return TrainingStep(
             forward, backward, parts.num_forward_outputs, joint.differentiable, clone
@@ -142,15 +155,6 @@ def _zeros_for(graph: Graph) -> list[torch.Tensor]:
         tensor = torch.empty_strided(shape, strides, dtype=spec.dtype, device=spec.device)
         tensors.append(tensor.zero_())
     return tensors
-
-
-def _boundary(graph: Graph, config: PrimsConfig) -> Graph:
-    """`graph` itself, or its serialized round trip under EMBER_SERIALIZE_BOUNDARIES=1."""
-    if not config.serialize_boundaries:
-        return graph
-    from ember.prims.serialize import dumps, loads
-
-    return loads(dumps(graph))
 
 
 def _check(graph: Graph, config: PrimsConfig) -> None:
