@@ -55,6 +55,8 @@ STACK_EFFECTS: dict[str, Effect] = {
     "IMPORT_NAME": lambda _: (2, 1),
     "IMPORT_FROM": lambda _: (1, 2),
     "STORE_GLOBAL": lambda _: (1, 0),
+    "DELETE_GLOBAL": lambda _: (0, 0),
+    "LOAD_ASSERTION_ERROR": lambda _: (0, 1),
     "RAISE_VARARGS": lambda n: (n, 0),
     "CALL_INTRINSIC_1": lambda _: (1, 1),
     "BEFORE_WITH": lambda _: (1, 2),

@@ -18,7 +18,7 @@ from ember.capture.unsupported import Unsupported
 from ember.capture.variables.autocast import AutocastExitVariable, ResumedAutocast
 from ember.capture.variables.base import NullVariable, Variable
 from ember.capture.variables.builtins import BuiltinVariable
-from ember.capture.variables.constant import ConstantVariable
+from ember.capture.variables.constant import ConstantVariable, ExceptionVariable
 from ember.capture.variables.containers import (
     ContainerMethodVariable,
     DictVariable,
@@ -110,7 +110,7 @@ class Reconstructor:
             fn, receiver = value.function.fn, value.receiver
         elif isinstance(value, ModuleVariable) and value.source is not None:
             forward = type(value.module).forward
-            if isinstance(forward, types.FunctionType):
+            if isinstance(forward, types.FunctionType) and not _has_hooks(value.module):
                 fn, receiver = forward, value
         if not _compilable(fn) or self.compile_callee is None:
             return self.plan(value)
@@ -140,6 +140,18 @@ class Reconstructor:
             "return tensors, Python constants, or lists/tuples/dicts of them",
             self.session.location,
         )
+
+
+def _has_hooks(module: Any) -> bool:
+    """Calling forward directly would skip hooks: such a module is called as it is."""
+    from torch import nn
+
+    hooks = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+    if any(getattr(module, name, None) for name in hooks):
+        return True
+    return bool(
+        nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks
+    )
 
 
 def _compilable(fn: Any) -> bool:
@@ -275,6 +287,10 @@ def _autocast_exit(r: Reconstructor, value: AutocastExitVariable) -> OutputPlan:
     return OutputPlan("call", ResumedAutocast, parts)
 
 
+def _exception(r: Reconstructor, value: ExceptionVariable) -> OutputPlan:
+    return OutputPlan("call", value.cls, tuple(r.plan(arg) for arg in value.args))
+
+
 def _real(attribute: str) -> Builder:
     def build(r: Reconstructor, value: Any) -> OutputPlan:
         return OutputPlan("constant", getattr(value, attribute))
@@ -307,6 +323,7 @@ _BUILDERS: dict[type, Builder] = {
     DataMethodVariable: _data_method,
     GradModeExitVariable: _grad_mode_exit,
     AutocastExitVariable: _autocast_exit,
+    ExceptionVariable: _exception,
 }
 
 

@@ -104,6 +104,8 @@ class ConstantVariable(Variable):
             from ember.capture.variables.dataclass_objects import DataclassVariable
 
             return DataclassVariable.construct(self.value, args, kwargs)
+        if isinstance(self.value, type) and issubclass(self.value, BaseException) and not kwargs:
+            return ExceptionVariable(self.value, args)
         fields = getattr(self.value, "_fields", None)
         if isinstance(self.value, type) and issubclass(self.value, tuple) and fields is not None:
             return _make_namedtuple(self.value, fields, args, kwargs)
@@ -125,3 +127,18 @@ def _make_namedtuple(
         values[name] if name in values else ConstantVariable(defaults[name]) for name in fields
     ]
     return TupleVariable(items, None, cls)
+
+
+class ExceptionVariable(Variable):
+    """An exception object made to be raised (`raise ValueError("...")`): raising it breaks
+    the graph, and the generated code builds and raises the real one."""
+
+    def __init__(self, cls: type, args: list[Variable]) -> None:
+        self.cls = cls
+        self.args = args
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"a {self.cls.__name__} exception"
