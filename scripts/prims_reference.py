@@ -27,7 +27,32 @@ Rules shared by all prims:
   `as_strided`) alias their operand; every other prim returns new memory, except `copy_to`,
   the only prim that writes to an operand.
 - RNG prims are pure functions of (seed, offset); only `random_seed` has state.
+- Factorization prims return factors whose signs or phases are not unique (singular and
+  eigen vectors) as the backend's library computes them; decompositions use them only in
+  sign-invariant combinations.
+
+Decompositions (`ember.prims.PRIM_DECOMPOSITIONS`, ATen overload name -> function) are written
+with prims, or with other ATen ops that have decompositions themselves (expanded by the
+following rounds of `decompose`). `docs/prims-coverage.md` reports how many OpInfo ops
+decompose fully and match eager; `examples/numpy_backend` implements every prim but the
+Bessel J/Y/K and Airy functions with NumPy.
 """
+
+
+# the order families appear in: from the building blocks to the specialized
+FAMILY_ORDER = (
+    "elementwise",
+    "creation",
+    "views",
+    "reductions",
+    "indexing",
+    "linalg",
+    "factorizations",
+    "fft",
+    "complex",
+    "special",
+    "random",
+)
 
 
 def render() -> str:
@@ -36,7 +61,11 @@ def render() -> str:
     for prim in PRIMS.values():
         families.setdefault(prim.family, []).append(prim)
     lines.append(f"{len(PRIMS)} prims in {len(families)} families.\n")
-    for family, members in families.items():
+    ordered = sorted(
+        families.items(),
+        key=lambda item: FAMILY_ORDER.index(item[0]) if item[0] in FAMILY_ORDER else 99,
+    )
+    for family, members in ordered:
         lines += [
             f"## {family} ({len(members)})",
             "",
