@@ -1,5 +1,6 @@
 """A fixed subset of OpInfo ops must decompose fully to prims and match eager on float32
-samples (the full sweep is scripts/opinfo_sweep.py). Chosen to cover every prim family."""
+samples (the full sweep is scripts/opinfo_sweep.py). Chosen to cover every prim family and
+each kind of decomposition; samples that read tensor values while tracing are skipped."""
 
 from __future__ import annotations
 
@@ -108,6 +109,25 @@ SUBSET = [
     "nn.functional.avg_pool2d",
     "nn.functional.scaled_dot_product_attention",
     "nn.functional.dropout",
+    # families added with issue 7's coverage work: one op each
+    "special.i0e",
+    "polygamma.polygamma_n_1",
+    "fft.rfft2",
+    "fft.ifft",
+    "polar",
+    "linalg.det",
+    "linalg.solve_triangular",
+    "linalg.pinv",
+    "nn.functional.cross_entropy",
+    "nn.functional.binary_cross_entropy_with_logits",
+    "nn.functional.interpolate.bilinear",
+    "nn.functional.adaptive_avg_pool2d",
+    "nn.functional.pad.reflect",
+    "select_scatter",
+    "median",
+    "bucketize",
+    "index_put",
+    "empty_like",
 ]
 
 _OPS = {op_label(op): op for op in op_db}

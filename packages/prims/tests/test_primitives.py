@@ -40,6 +40,20 @@ _CASES = [
     ),
     (prims.full, ([2, 3], 1.5), {"dtype": torch.float32, "device": torch.device("cpu")}),
     (prims.iota, (5, 2, 3), {"dtype": torch.int64, "device": torch.device("cpu")}),
+    (prims.svd, (torch.randn(2, 5, 3), False), {}),
+    (prims.qr, (torch.randn(5, 3), "complete"), {}),
+    (prims.eigh, (torch.randn(4, 4), True), {}),
+    (prims.eig, (torch.randn(3, 3),), {}),
+    (prims.cholesky, (torch.eye(3) * 2,), {}),
+    (prims.lu, (torch.randn(2, 4, 3),), {}),
+    (prims.triangular_solve, (torch.randn(3, 3), torch.randn(3, 2), True, True, False), {}),
+    (prims.fft_r2c, (torch.randn(4, 6), [0, 1]), {}),
+    (prims.fft_c2r, (torch.randn(4, 4, dtype=torch.complex64), [1], 6), {}),
+    (prims.complex, (torch.randn(3), torch.randn(3)), {}),
+    (prims.real, (torch.randn(3, dtype=torch.complex64),), {}),
+    (prims.bessel_i0, (torch.randn(5),), {}),
+    (prims.zeta, (torch.rand(5) + 2, torch.rand(5) + 1), {}),
+    (prims.polygamma, (torch.rand(5) + 1, 2), {}),
 ]
 
 

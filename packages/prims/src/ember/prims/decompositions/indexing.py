@@ -100,6 +100,9 @@ def _index_put(
     values: torch.Tensor,
     accumulate: bool = False,
 ) -> torch.Tensor:
+    masked = _masked_put(a, indices, values, accumulate)
+    if masked is not None:
+        return masked
     flat, linear, shape, rest, insert_at = _linear_index(a, indices)
     rest_shape = [a.shape[d] for d in rest]
     target_shape = [*shape, *rest_shape]
@@ -131,6 +134,33 @@ def _index_put(
     inverse = [order.index(d) for d in range(a.dim())]
     result = prims.permute(unflat, inverse) if order != list(range(a.dim())) else unflat
     return prims.clone(result) if order != list(range(a.dim())) else result
+
+
+def _masked_put(
+    a: torch.Tensor,
+    indices: Sequence[torch.Tensor | None],
+    values: torch.Tensor,
+    accumulate: bool,
+) -> torch.Tensor | None:
+    """a[mask] = values where values do not depend on how many elements the mask selects
+    (they broadcast over the unmasked dims): a `where`, static in shape. None otherwise."""
+    if len(indices) != 1 or indices[0] is None or indices[0].dtype != torch.bool:
+        return None
+    mask = indices[0]
+    rest = list(a.shape[mask.dim() :])
+    if list(mask.shape) != list(a.shape[: mask.dim()]):
+        return None
+    leading = list(values.shape[: max(values.dim() - len(rest), 0)])
+    if any(size != 1 for size in leading):
+        return None  # one value per selected element: how many is data-dependent
+    values = convert(values, a.dtype)
+    if leading:
+        values = prims.reshape(values, list(values.shape[len(leading) :]))
+    spread = expand_to(values, list(a.shape), a.dtype, a.device)
+    selected = prims.broadcast_in_dim(mask, list(a.shape), list(range(mask.dim())))
+    if accumulate:
+        return prims.where(selected, prims.add(a, spread), a)
+    return prims.where(selected, spread, a)
 
 
 to_prims("aten::index_put.default", "aten::_unsafe_index_put.default")(_index_put)

@@ -1,8 +1,9 @@
 """The decomposition tables: qualified ATen overload name -> function that computes it.
 
-`PRIM_DECOMPOSITIONS` entries are written with prims only; `CORE_ATEN_DECOMPOSITIONS`
-entries are written with the core ATen subset (`CORE_ATEN_OPS`, documented in
-docs/prims.md). A function takes the node's arguments as the ATen schema does.
+`PRIM_DECOMPOSITIONS` entries are written with prims, or with ATen ops that have entries of
+their own (`decompose` expands those in its following rounds, so the result is all prims);
+`CORE_ATEN_DECOMPOSITIONS` is the table for vendors that prefer ATen-level ops (empty yet:
+TODO(issue 7)). A function takes the node's arguments as the ATen schema does.
 """
 
 from __future__ import annotations
