@@ -111,3 +111,40 @@ def test_transformers_resnet_from_config_is_one_graph() -> None:
     torch.testing.assert_close(out.last_hidden_state, expected.last_hidden_state)
     torch.testing.assert_close(out.pooler_output, expected.pooler_output)
     assert counter.frame_count == 1
+
+
+def test_transformers_gpt2_from_config_runs_with_graph_breaks() -> None:
+    """GPT-2 from transformers (random weights, CPU) breaks where it builds its KV cache
+    and reads its output-recording registry; the rest is captured, and it matches eager."""
+    transformers = pytest.importorskip("transformers")
+    from ember.capture.explain import collecting
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        vocab_size=100,
+        n_positions=32,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    model = transformers.GPT2LMHeadModel(config).eval()
+    ids = torch.randint(0, 100, (2, 8))
+    expected = model(ids)
+    counter = CompileCounter()
+    compiled = ember_compile(model, backend=counter)
+    with collecting() as seen:
+        out = compiled(ids)
+    assert type(out) is type(expected)
+    torch.testing.assert_close(out.logits, expected.logits)
+    graphs = counter.frame_count
+    assert graphs >= 1 and seen.break_count >= 1
+    assert all(b.location is not None and b.message for b in seen.breaks)
+    # The attention blocks are captured, not broken at: the graphs hold the matmuls.
+    ops = {node.target for graph in counter.graphs for node in graph.nodes}
+    assert any("mm" in op for op in ops), sorted(ops)
+    with collecting() as again:
+        out = compiled(ids)
+    torch.testing.assert_close(out.logits, expected.logits)
+    assert counter.frame_count == graphs and again.break_count == 0

@@ -60,6 +60,19 @@ class UserObjectVariable(Variable):
             return BoundMethodVariable(FunctionVariable.of(frame, static, None), self)
         return wrap_result(frame, static)
 
+    def python_method(self, frame: Frame, name: str) -> Variable | None:
+        """The bound method `name` when the class defines it in Python (`__getitem__` of a
+        Mapping subclass, say), to inline; None when it is missing or written in C."""
+        from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
+
+        try:
+            static = inspect.getattr_static(type(self.value), name)
+        except AttributeError:
+            return None
+        if not inspect.isfunction(static):
+            return None
+        return BoundMethodVariable(FunctionVariable.of(frame, static, None), self)
+
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         """Replayed after the graph; a frozen dataclass refuses, as it would in Python."""
         params = getattr(type(self.value), "__dataclass_params__", None)

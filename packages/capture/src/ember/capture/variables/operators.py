@@ -22,6 +22,7 @@ from ember.capture.variables.containers import (
 )
 from ember.capture.variables.dataclass_objects import DataclassVariable
 from ember.capture.variables.modules import ModuleVariable
+from ember.capture.variables.objects import UserObjectVariable
 from ember.capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -139,6 +140,10 @@ def contains(frame: Frame, container: Variable, item: Variable) -> bool:
         return any(_equal(frame, value, item) for value in container.values)
     if container.is_constant() and item.is_constant():
         return bool(item.constant() in container.constant())
+    if isinstance(container, UserObjectVariable):
+        method = container.python_method(frame, "__contains__")
+        if method is not None:
+            return method.call(frame, [item], {}).truth(frame)
     raise Unsupported(f"the `in` operator on {container.describe()}")
 
 
@@ -154,6 +159,10 @@ def getitem(frame: Frame, obj: Variable, index: Variable) -> Variable:
         return obj.getitem(frame, index)
     if obj.is_constant():
         return wrap_result(frame, _constant_op(operator.getitem, obj.constant(), index.constant()))
+    if isinstance(obj, UserObjectVariable):
+        method = obj.python_method(frame, "__getitem__")
+        if method is not None:
+            return method.call(frame, [index], {})
     raise Unsupported(f"indexing {obj.describe()}")
 
 

@@ -37,6 +37,29 @@ _GLOBAL_STATE = {
     "set_num_threads": "changing the thread count",
 }
 
+
+def _stream_capturing(module: Any) -> Callable[[], bool]:
+    # Without the backend initialized no stream is capturing (the call itself would raise
+    # on a build without that backend).
+    def answer() -> bool:
+        return bool(module.is_initialized() and module.is_current_stream_capturing())
+
+    return answer
+
+
+# torch functions that answer a question about the process, not the tensors: capture asks
+# them for real and uses the answer as a constant.
+QUERIES: dict[Any, Callable[[], Any]] = {
+    torch.is_grad_enabled: torch.is_grad_enabled,
+    torch.jit.is_scripting: lambda: False,
+    torch.jit.is_tracing: lambda: False,
+    torch.cuda.is_available: torch.cuda.is_available,
+    torch.cuda.is_current_stream_capturing: _stream_capturing(torch.cuda),
+}
+if hasattr(torch, "xpu") and hasattr(torch.xpu, "is_current_stream_capturing"):
+    QUERIES[torch.xpu.is_current_stream_capturing] = _stream_capturing(torch.xpu)
+
+
 # The Graph op that switches grad mode where the user's code did (a `with no_grad():` block).
 # TODO(issue 4 report): this op belongs in ember-prims' op set.
 SET_GRAD_ENABLED = "ember::set_grad_enabled.default"
@@ -130,8 +153,9 @@ class TorchFunctionVariable(Variable):
         short = getattr(self.fn, "__name__", "")
         if short in _GLOBAL_STATE:
             raise Unsupported.of("global-state", what=_GLOBAL_STATE[short], name=short)
-        if self.fn is torch.is_grad_enabled:
-            return ConstantVariable(torch.is_grad_enabled())
+        query = QUERIES.get(self.fn) if not args and not kwargs else None
+        if query is not None:
+            return ConstantVariable(query())
         real_args = [arg.realize() for arg in args]
         real_kwargs = {key: arg.realize() for key, arg in kwargs.items()}
         return wrap_result(frame, call_traced(frame, lambda: self.fn(*real_args, **real_kwargs)))
