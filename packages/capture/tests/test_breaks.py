@@ -256,3 +256,15 @@ def test_resume_function_keeps_the_users_name_and_lines() -> None:
     assert last.name == resumed.__name__
     assert last.lineno == user_function.__code__.co_firstlineno + 4
     assert last.line is not None and "raise RuntimeError" in last.line
+
+
+def test_docs_list_every_catalogue_entry() -> None:
+    from pathlib import Path
+
+    docs = Path(__file__).parents[3] / "docs" / "graph-breaks.md"
+    if not docs.exists():
+        pytest.skip("the repository docs are not next to this package")
+    text = docs.read_text()
+    for entry in CATALOGUE.values():
+        assert f"| `{entry.id}` | {entry.template} |" in text
+        assert entry.hint in text

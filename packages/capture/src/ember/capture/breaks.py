@@ -85,8 +85,8 @@ _entry(
 _entry(
     "unsupported-construct",
     "{construct}",
-    "the unsupported part runs in plain Python between two graphs; fullgraph=True turns "
-    "this into an error",
+    "it runs in plain Python between two graphs; write it with torch operations or move it "
+    "outside the compiled function",
 )
 _entry(
     "cannot-resume",
