@@ -72,6 +72,8 @@ def assert_same(actual: Any, expected: Any) -> None:
     if isinstance(expected, torch.Tensor):
         torch.testing.assert_close(actual, expected, equal_nan=True)
         assert actual.requires_grad == expected.requires_grad
+    elif isinstance(expected, (type({}.keys()), type({}.values()), type({}.items()))):
+        assert_same(list(actual), list(expected))
     elif isinstance(expected, (list, tuple)):
         assert len(actual) == len(expected)
         for a, e in zip(actual, expected):

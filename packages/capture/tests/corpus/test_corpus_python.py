@@ -122,6 +122,19 @@ def dict_key_membership(x):
     return x
 
 
+def dict_views_returned(x):
+    d = {"a": x, "b": x + 1}
+    keys = d.keys()
+    d["c"] = x * 2  # a view sees later insertions
+    return keys, d.values(), d.items(), len(keys)
+
+
+def dict_keys_set_operations(x):
+    d = {"a": 1, "b": 2, "c": 3}
+    common = d.keys() & {"a", "c", "z"}
+    return x * len(common), sorted(d.keys() - {"b"}), "b" in d, 3 in d.values()
+
+
 def set_build_and_ops(x):
     s = {1, 2, 3}
     t = s | {4}
@@ -352,6 +365,8 @@ CASES = cases(
     Case(dict_keys_loop, lambda: (randn(4),)),
     Case(dict_values_items, lambda: (randn(4),)),
     Case(dict_key_membership, lambda: (randn(4),)),
+    Case(dict_views_returned, lambda: (randn(4),)),
+    Case(dict_keys_set_operations, lambda: (randn(4),)),
     Case(set_build_and_ops, lambda: (randn(4),)),
     Case(set_membership_and_methods, lambda: (randn(4),)),
     Case(set_comprehension, lambda: (randn(4),)),

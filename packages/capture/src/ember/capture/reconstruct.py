@@ -22,6 +22,7 @@ from ember.capture.variables.constant import ConstantVariable, ExceptionVariable
 from ember.capture.variables.containers import (
     ContainerMethodVariable,
     DictVariable,
+    DictViewVariable,
     IteratorVariable,
     ListVariable,
     ResumeIterator,
@@ -291,6 +292,10 @@ def _exception(r: Reconstructor, value: ExceptionVariable) -> OutputPlan:
     return OutputPlan("call", value.cls, tuple(r.plan(arg) for arg in value.args))
 
 
+def _dict_view(r: Reconstructor, value: DictViewVariable) -> OutputPlan:
+    return OutputPlan("call", getattr(dict, value.kind), (r.plan(value.owner),))
+
+
 def _real(attribute: str) -> Builder:
     def build(r: Reconstructor, value: Any) -> OutputPlan:
         return OutputPlan("constant", getattr(value, attribute))
@@ -324,6 +329,7 @@ _BUILDERS: dict[type, Builder] = {
     GradModeExitVariable: _grad_mode_exit,
     AutocastExitVariable: _autocast_exit,
     ExceptionVariable: _exception,
+    DictViewVariable: _dict_view,
 }
 
 

@@ -8,7 +8,7 @@ from bytecode import CellVar, FreeVar
 
 from ember.capture.bytecode.frame import Frame, Step
 from ember.capture.bytecode.registry import handler
-from ember.capture.variables.base import NULL, Variable
+from ember.capture.variables.base import NULL, NullVariable, Variable
 from ember.capture.variables.constant import ConstantVariable
 from ember.capture.variables.containers import TupleVariable
 
@@ -16,8 +16,9 @@ PY311 = ((3, 11),)
 PY312 = ((3, 12),)
 
 
-class _Cleared(Variable):
-    """What LOAD_FAST_AND_CLEAR pushes for a local that was unbound (3.12 comprehensions)."""
+class _Cleared(NullVariable):
+    """What LOAD_FAST_AND_CLEAR pushes for a local that was unbound (3.12 comprehensions):
+    CPython pushes NULL there, so a resume function gets a NULL in that slot."""
 
 
 CLEARED = _Cleared()

@@ -17,6 +17,7 @@ from ember.capture.variables.base import Variable
 from ember.capture.variables.constant import ConstantVariable
 from ember.capture.variables.containers import (
     DictVariable,
+    DictViewVariable,
     IteratorVariable,
     ListVariable,
     SequenceVariable,
@@ -152,6 +153,8 @@ def _len(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Var
         return ConstantVariable(len(value.entries))
     if isinstance(value, SetVariable):
         return ConstantVariable(len(value.members))
+    if isinstance(value, DictViewVariable):
+        return ConstantVariable(value.length())
     if isinstance(value, ModuleVariable):
         return ConstantVariable(value.length())
     if isinstance(value, TensorVariable):

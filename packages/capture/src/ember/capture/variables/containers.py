@@ -329,23 +329,56 @@ def _count(
     )
 
 
-@_method(dict, "keys")
-def _keys(frame: Frame, d: DictVariable, args: list[Variable], kw: dict[str, Variable]) -> Variable:
-    return ListVariable([ConstantVariable(key) for key in d.entries])
+class DictViewVariable(Variable):
+    """`d.keys()`, `d.values()` or `d.items()`: a live view of a dict's entries."""
+
+    def __init__(self, owner: DictVariable, kind: str) -> None:
+        self.owner = owner
+        self.kind = kind
+
+    def python_type(self) -> type:
+        return type(getattr({}, self.kind)())
+
+    def describe(self) -> str:
+        return f"a dict_{self.kind} view"
+
+    def items(self, frame: Frame) -> list[Variable]:
+        entries = self.owner.entries
+        if self.kind == "keys":
+            return [ConstantVariable(key) for key in entries]
+        if self.kind == "values":
+            return list(entries.values())
+        return [TupleVariable([ConstantVariable(k), v]) for k, v in entries.items()]
+
+    def truth(self, frame: Frame) -> bool:
+        return bool(self.owner.entries)
+
+    def length(self) -> int:
+        return len(self.owner.entries)
+
+    def keys(self) -> set[Any]:
+        """The keys, for `in` and the set operators of a keys view."""
+        if self.kind != "keys":
+            raise Unsupported(f"set operations on {self.describe()}")
+        return set(self.owner.entries)
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if name == "mapping":
+            return self.owner
+        raise Unsupported(f"the method dict_{self.kind}.{name}")
 
 
-@_method(dict, "values")
-def _values(
-    frame: Frame, d: DictVariable, args: list[Variable], kw: dict[str, Variable]
-) -> Variable:
-    return ListVariable(list(d.entries.values()))
+def _view(kind: str) -> Method:
+    def method(
+        frame: Frame, d: DictVariable, args: list[Variable], kw: dict[str, Variable]
+    ) -> Variable:
+        return DictViewVariable(d, kind)
+
+    return method
 
 
-@_method(dict, "items")
-def _items(
-    frame: Frame, d: DictVariable, args: list[Variable], kw: dict[str, Variable]
-) -> Variable:
-    return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in d.entries.items()])
+for _kind in ("keys", "values", "items"):
+    _METHODS[(dict, _kind)] = _view(_kind)
 
 
 @_method(dict, "get")

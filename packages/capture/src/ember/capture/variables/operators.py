@@ -16,6 +16,7 @@ from ember.capture.variables.base import Variable
 from ember.capture.variables.constant import ConstantVariable
 from ember.capture.variables.containers import (
     DictVariable,
+    DictViewVariable,
     ListVariable,
     SequenceVariable,
     SetVariable,
@@ -51,6 +52,14 @@ INPLACE: dict[BinaryFn, BinaryFn] = {
 _SET_OPERATORS = (operator.or_, operator.and_, operator.sub, operator.xor)
 
 
+def _as_set(value: Variable) -> set[Any] | None:
+    if isinstance(value, DictViewVariable):
+        return value.keys()
+    if isinstance(value, SetVariable):
+        return set(value.members)
+    return None
+
+
 def binary(frame: Frame, op: BinaryFn, a: Variable, b: Variable, inplace: bool = False) -> Variable:
     """`a <op> b` (or `a <op>= b` when `inplace`)."""
     from ember.capture.variables.builder import wrap_result
@@ -73,6 +82,12 @@ def binary(frame: Frame, op: BinaryFn, a: Variable, b: Variable, inplace: bool =
             return type(a)(a.values * b.constant())
     if isinstance(b, SequenceVariable) and op is operator.mul and a.is_constant():
         return type(b)(b.values * a.constant())
+    if op in _SET_OPERATORS and (
+        isinstance(a, DictViewVariable) or isinstance(b, DictViewVariable)
+    ):
+        left, right = _as_set(a), _as_set(b)
+        if left is not None and right is not None:
+            return SetVariable([ConstantVariable(m) for m in _constant_op(op, left, right)])
     if isinstance(a, SetVariable) and isinstance(b, SetVariable) and op in _SET_OPERATORS:
         members = _constant_op(INPLACE[op] if inplace else op, set(a.members), b.members)
         if inplace:
@@ -134,6 +149,10 @@ def contains(frame: Frame, container: Variable, item: Variable) -> bool:
         return item.constant() in container.entries
     if isinstance(container, SetVariable):
         return item.constant() in container.members
+    if isinstance(container, DictViewVariable):
+        if container.kind == "keys":
+            return item.constant() in container.owner.entries
+        return any(_equal(frame, value, item) for value in container.items(frame))
     if isinstance(container, ModuleVariable):
         return item.constant() in container.module._modules
     if isinstance(container, SequenceVariable):
