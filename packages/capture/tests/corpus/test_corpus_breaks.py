@@ -397,6 +397,47 @@ def unpack_after_break(x):
     return c - d
 
 
+class Recorder:
+    """A context manager written in Python: `with` over it breaks, the body is captured."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def __enter__(self):
+        self.events.append("enter")
+        return self
+
+    def __exit__(self, *exception):
+        self.events.append("exit")
+        return False
+
+
+def user_context_manager(x, recorder):
+    y = x + 1
+    with recorder as r:
+        z = y * 2
+        r.events.append("body")
+    return z - 1
+
+
+def nullcontext_block(x):
+    import contextlib
+
+    y = x * 2
+    with contextlib.nullcontext():
+        y = y + 1
+    return y
+
+
+class Registry(dict):
+    def lookup(self, key):
+        return super().get(key, 0)
+
+
+def super_of_dict_subclass(x, registry):
+    return x * registry.lookup("scale")
+
+
 class PrintingBlock(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -506,6 +547,9 @@ CASES = cases(
     Case(many_breaks, lambda: (torch.full((4,), 10.0),), graphs=4, breaks=5),
     Case(item_in_condition, lambda: (torch.rand(4),), graphs=2, breaks=1),
     Case(unpack_after_break, lambda: (randn(4),), graphs=2, breaks=1),
+    Case(user_context_manager, lambda: (randn(4), Recorder()), graphs=2, breaks=1),
+    Case(nullcontext_block, lambda: (randn(4),), graphs=2, breaks=2),
+    Case(super_of_dict_subclass, lambda: (randn(4), Registry(scale=3)), graphs=1, breaks=3),
     Case(
         module_with_break,
         lambda: (_model(WithPrintingChild), randn(2, 4)),

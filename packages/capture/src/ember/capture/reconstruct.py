@@ -37,6 +37,7 @@ from ember.capture.variables.functions import (
     FunctionVariable,
 )
 from ember.capture.variables.modules import ModuleVariable
+from ember.capture.variables.superclass import SuperVariable
 from ember.capture.variables.tensor import DataMethodVariable, TensorVariable
 from ember.capture.variables.torch import (
     GradModeClassVariable,
@@ -296,6 +297,10 @@ def _dict_view(r: Reconstructor, value: DictViewVariable) -> OutputPlan:
     return OutputPlan("call", getattr(dict, value.kind), (r.plan(value.owner),))
 
 
+def _super(r: Reconstructor, value: SuperVariable) -> OutputPlan:
+    return OutputPlan("call", super, (OutputPlan("constant", value.cls), r.plan(value.receiver)))
+
+
 def _real(attribute: str) -> Builder:
     def build(r: Reconstructor, value: Any) -> OutputPlan:
         return OutputPlan("constant", getattr(value, attribute))
@@ -330,6 +335,7 @@ _BUILDERS: dict[type, Builder] = {
     AutocastExitVariable: _autocast_exit,
     ExceptionVariable: _exception,
     DictViewVariable: _dict_view,
+    SuperVariable: _super,
 }
 
 
