@@ -345,6 +345,26 @@ def assert_shape(x):
     return x.sum(-1)
 
 
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def __enter__(self):
+        self.events.append("enter")
+        return self
+
+    def __exit__(self, *exception):
+        self.events.append("exit")
+        return False
+
+
+def user_context_manager(x, recorder):
+    with recorder as r:
+        y = x * 2
+        r.events.append("body")
+    return y + len(recorder.events)
+
+
 def _model(cls: type) -> nn.Module:
     torch.manual_seed(0)
     return cls()
@@ -393,6 +413,7 @@ CASES = cases(
     Case(plain_super, lambda: (PlainChild(3), randn(4))),
     Case(assert_python_value, lambda: (randn(4), 3)),
     Case(assert_shape, lambda: (randn(2, 4),)),
+    Case(user_context_manager, lambda: (randn(4), Recorder())),
 )
 
 

@@ -12,6 +12,7 @@ from ember.capture.variables.base import NULL, Variable
 from ember.capture.variables.constant import ConstantVariable
 from ember.capture.variables.containers import DictVariable, IteratorVariable
 from ember.capture.variables.functions import CellVariable, FunctionVariable
+from ember.capture.variables.objects import UserObjectVariable
 from ember.capture.variables.torch import GradModeExitVariable, GradModeVariable
 
 PY311 = ((3, 11),)
@@ -186,6 +187,14 @@ def before_with(frame: Frame, instr: Step) -> None:
         frame.push(AutocastExitVariable(manager))
         frame.push(manager.enter(frame))
         return
+    if isinstance(manager, UserObjectVariable):
+        # A context manager written in Python: its __enter__ and __exit__ are inlined.
+        enter = manager.python_method(frame, "__enter__")
+        exit_method = manager.python_method(frame, "__exit__")
+        if enter is not None and exit_method is not None:
+            frame.push(exit_method)
+            frame.push(enter.call(frame, [], {}))
+            return
     if not isinstance(manager, GradModeVariable):
         raise Unsupported(
             f"a `with` block over {manager.describe()}",
