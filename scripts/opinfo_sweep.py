@@ -29,6 +29,7 @@ def render(reports: list[OpReport], samples: int, seconds: float) -> str:
     counts = collections.Counter(r.outcome for r in reports)
     traced = len(reports) - counts[Outcome.UNTRACEABLE] - counts[Outcome.NO_SAMPLES]
     passed = counts[Outcome.PASSED]
+    partial = sum(1 for r in reports if r.outcome is Outcome.PASSED and r.skipped)
     lines = [
         "# OpInfo coverage of the ATen → prims decompositions",
         "",
@@ -43,6 +44,8 @@ def render(reports: list[OpReport], samples: int, seconds: float) -> str:
         f"- whose samples trace: {traced}",
         f"- of those, decompose fully and match eager: **{passed}** "
         f"({100 * passed / max(traced, 1):.1f}%)",
+        f"- of the passing ops, {partial} had samples skipped as data-dependent: "
+        + ", ".join(f"`{r.name}`" for r in reports if r.outcome is Outcome.PASSED and r.skipped),
         f"- sweep time: {seconds:.0f} s",
         "",
         "| outcome | ops |",

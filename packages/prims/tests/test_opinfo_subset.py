@@ -127,7 +127,6 @@ SUBSET = [
     "median",
     "bucketize",
     "index_put",
-    "empty_like",
 ]
 
 _OPS = {op_label(op): op for op in op_db}

@@ -39,16 +39,16 @@ def _cdist(x1: torch.Tensor, x2: torch.Tensor, p: float, compute_mode: int | Non
 
 @to_prims("aten::_pdist_forward.default")
 def _pdist(a: torch.Tensor, p: float = 2.0) -> torch.Tensor:
+    """The distances of rows i < j, row by row: the upper triangle of cdist, flattened."""
     rows = a.shape[0]
-    pairs = [(i, j) for i in range(rows) for j in range(i + 1, rows)]
-    if not pairs:
+    if rows < 2:
         return aten.zeros.default([0], dtype=a.dtype, device=a.device)
-    first = torch.tensor([i for i, _ in pairs], dtype=torch.int64, device=a.device)
-    second = torch.tensor([j for _, j in pairs], dtype=torch.int64, device=a.device)
-    difference = aten.sub.Tensor(
-        aten.index_select.default(a, 0, first), aten.index_select.default(a, 0, second)
-    )
-    return aten.linalg_vector_norm.default(difference, p, [-1])
+    pieces = []
+    for i in range(rows - 1):
+        row = aten.slice.Tensor(a, 0, i, i + 1)
+        later = aten.slice.Tensor(a, 0, i + 1, rows)
+        pieces.append(aten.linalg_vector_norm.default(aten.sub.Tensor(later, row), p, [-1]))
+    return aten.cat.default(pieces, 0)
 
 
 @to_prims("aten::renorm.default")

@@ -151,39 +151,59 @@ def _avg_pool2d(
     return prims.squeeze(result, [0]) if x.dim() == 3 else result
 
 
-# ---- N-d pooling through static window tables -------------------------------------------
-# Each output position o of a pooled plane reads the input positions table[o][k] (flat indices
-# into the plane); `valid` marks the real ones (windows are padded to one width K).
+# ---- N-d pooling through window tables --------------------------------------------------
+# Each output position o of a pooled plane reads the input positions table[o, k] (flat indices
+# into the plane); `valid` marks the real ones (windows are padded to one width K). Tables are
+# computed in the Graph from arange, per dim, then combined over the dims.
 
-WindowTable = tuple[list[list[int]], list[list[bool]]]
+WindowTable = tuple[torch.Tensor, torch.Tensor]  # int64 [O, K] positions, bool [O, K] valid
 
 
 def _product_table(per_dim: list[WindowTable], sizes: Sequence[int]) -> WindowTable:
     """The window table of a plane from the tables of its dims (row-major flat positions)."""
-    table: list[list[int]] = [[0]]
-    valid: list[list[bool]] = [[True]]
-    for (rows, ok), size in zip(per_dim, sizes):
-        table = [
-            [flat * size + p for flat in row for p in new_row] for row in table for new_row in rows
-        ]
-        valid = [[a and b for a in row for b in new_ok] for row in valid for new_ok in ok]
-    return table, valid
+    n = len(per_dim)
+    outs = [rows.shape[0] for rows, _ in per_dim]
+    widths = [rows.shape[1] for rows, _ in per_dim]
+    shape = [*outs, *widths]
+    flat: torch.Tensor | None = None
+    valid: torch.Tensor | None = None
+    stride = math.prod(sizes)
+    for d, (rows, ok) in enumerate(per_dim):
+        stride //= sizes[d]
+        place = [1] * (2 * n)
+        place[d], place[n + d] = outs[d], widths[d]
+        spread = aten.expand.default(aten.reshape.default(rows, place), shape)
+        spread_ok = aten.expand.default(aten.reshape.default(ok, place), shape)
+        term = aten.mul.Scalar(spread, stride)
+        flat = term if flat is None else aten.add.Tensor(flat, term)
+        valid = spread_ok if valid is None else aten.logical_and.default(valid, spread_ok)
+    assert flat is not None and valid is not None
+    o, k = math.prod(outs), math.prod(widths)
+    return aten.reshape.default(flat, [o, k]), aten.reshape.default(valid, [o, k])
 
 
-def _adaptive_rows(size: int, out: int) -> WindowTable:
-    starts = [(o * size) // out for o in range(out)]
-    ends = [-((-(o + 1) * size) // out) for o in range(out)]
-    width = max(e - s for s, e in zip(starts, ends))
-    rows = [[min(s + k, e - 1) for k in range(width)] for s, e in zip(starts, ends)]
-    ok = [[s + k < e for k in range(width)] for s, e in zip(starts, ends)]
-    return rows, ok
+def _adaptive_rows(size: int, out: int, device: torch.device) -> WindowTable:
+    """Output o averages input [floor(o * size / out), ceil((o + 1) * size / out))."""
+    width = max(-((-(o + 1) * size) // out) - (o * size) // out for o in range(out))
+    o = aten.arange.default(out, device=device)
+    starts = aten.floor_divide.Scalar(aten.mul.Scalar(o, size), out)
+    ends = aten.floor_divide.Scalar(aten.add.Scalar(aten.mul.Scalar(o, size), size + out - 1), out)
+    k = aten.arange.default(width, device=device)
+    wanted = aten.add.Tensor(aten.unsqueeze.default(starts, 1), k)
+    last = aten.unsqueeze.default(aten.sub.Scalar(ends, 1), 1)
+    return aten.minimum.default(wanted, last), aten.le.Tensor(wanted, last)
 
 
-def _pool_rows(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> WindowTable:
+def _pool_rows(
+    size: int, k: int, s: int, p: int, d: int, ceil_mode: bool, device: torch.device
+) -> WindowTable:
     out = _out_size(size, k, s, p, d, ceil_mode)
-    positions = [[o * s - p + j * d for j in range(k)] for o in range(out)]
-    ok = [[0 <= q < size for q in row] for row in positions]
-    return [[min(max(q, 0), size - 1) for q in row] for row in positions], ok
+    o = aten.arange.default(out, device=device)
+    j = aten.arange.default(k, device=device)
+    start = aten.sub.Scalar(aten.mul.Scalar(o, s), p)
+    wanted = aten.add.Tensor(aten.unsqueeze.default(start, 1), aten.mul.Scalar(j, d))
+    ok = aten.logical_and.default(aten.ge.Scalar(wanted, 0), aten.lt.Scalar(wanted, size))
+    return aten.clamp.default(wanted, 0, size - 1), ok
 
 
 def _plane(x: torch.Tensor, spatial: int) -> tuple[torch.Tensor, list[int], list[int]]:
@@ -194,14 +214,13 @@ def _plane(x: torch.Tensor, spatial: int) -> tuple[torch.Tensor, list[int], list
 
 def _pool_windows(
     x: torch.Tensor, spatial: int, per_dim: list[WindowTable], fill: float
-) -> tuple[torch.Tensor, list[list[int]], list[int], list[int]]:
+) -> tuple[torch.Tensor, torch.Tensor, list[int], list[int]]:
     """[batch..., O, K] window values (invalid ones = fill), the table, lead dims, out sizes."""
     flat, lead, sizes = _plane(x, spatial)
     table, valid = _product_table(per_dim, sizes)
     windows = take_along(flat, flat.dim() - 1, table)
-    mask = torch.tensor(valid, dtype=torch.bool, device=x.device)
-    windows = aten.where.self(mask, windows, aten.full_like.default(windows, fill))
-    return windows, table, lead, [len(rows) for rows, _ in per_dim]
+    windows = aten.where.self(valid, windows, aten.full_like.default(windows, fill))
+    return windows, table, lead, [rows.shape[0] for rows, _ in per_dim]
 
 
 def _max_with_indices(
@@ -209,10 +228,9 @@ def _max_with_indices(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     windows, table, lead, out = _pool_windows(x, spatial, per_dim, -math.inf)
     values, position = aten.max.dim(windows, -1)
-    positions = torch.tensor(table, dtype=torch.int64, device=x.device)
-    positions = aten.expand.default(positions, list(windows.shape))
+    table = aten.expand.default(table, list(windows.shape))
     indices = aten.squeeze.dim(
-        aten.gather.default(positions, -1, aten.unsqueeze.default(position, -1)), -1
+        aten.gather.default(table, -1, aten.unsqueeze.default(position, -1)), -1
     )
     return aten.reshape.default(values, [*lead, *out]), aten.reshape.default(indices, [*lead, *out])
 
@@ -222,7 +240,7 @@ def _adaptive_max(spatial: int) -> Any:
         x: torch.Tensor, output_size: Sequence[int]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         sizes = x.shape[x.dim() - spatial :]
-        per_dim = [_adaptive_rows(size, out) for size, out in zip(sizes, output_size)]
+        per_dim = [_adaptive_rows(size, out, x.device) for size, out in zip(sizes, output_size)]
         return _max_with_indices(x, spatial, per_dim)
 
     return decomposition
@@ -237,8 +255,9 @@ def _adaptive_avg(spatial: int) -> Any:
         result = x
         first = x.dim() - spatial
         for i, out in enumerate(output_size):
-            rows, ok = _adaptive_rows(x.shape[first + i], out)
-            weights = [[1.0 / sum(row) if v else 0.0 for v in row] for row in ok]
+            rows, ok = _adaptive_rows(x.shape[first + i], out, x.device)
+            ones = aten._to_copy.default(ok, dtype=torch.float64)
+            weights = aten.div.Tensor(ones, aten.sum.dim_IntList(ones, [1], True))
             result = combine_along(result, first + i, rows, weights)
         return result
 
@@ -269,7 +288,7 @@ def _max_pool3d(
     k = _triple(kernel_size)
     s, p, d = _triple(stride, k), _triple(padding), _triple(dilation)
     sizes = x.shape[x.dim() - 3 :]
-    per_dim = [_pool_rows(sizes[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(3)]
+    per_dim = [_pool_rows(sizes[i], k[i], s[i], p[i], d[i], ceil_mode, x.device) for i in range(3)]
     return _max_with_indices(x, 3, per_dim)
 
 
@@ -286,29 +305,25 @@ def _avg_pool3d(
     k = _triple(kernel_size)
     s, p = _triple(stride, k), _triple(padding)
     sizes = x.shape[x.dim() - 3 :]
-    per_dim = [_pool_rows(sizes[i], k[i], s[i], p[i], 1, ceil_mode) for i in range(3)]
+    per_dim = [_pool_rows(sizes[i], k[i], s[i], p[i], 1, ceil_mode, x.device) for i in range(3)]
     windows, _, lead, out = _pool_windows(x, 3, per_dim, 0.0)
     total = aten.sum.dim_IntList(windows, [-1])
     if divisor_override:
-        counts = [float(divisor_override)] * total.shape[-1]
-    else:
-        per_dim_counts = []
-        for i in range(3):
-            rows = []
-            for o in range(out[i]):
-                start = o * s[i] - p[i]
-                end = min(start + k[i], sizes[i] + p[i])
-                if not count_include_pad:
-                    start, end = max(start, 0), min(end, sizes[i])
-                rows.append(end - start)
-            per_dim_counts.append(rows)
-        counts = [
-            float(a * b * c)
-            for a in per_dim_counts[0]
-            for b in per_dim_counts[1]
-            for c in per_dim_counts[2]
-        ]
-    divisor = torch.tensor(counts, dtype=x.dtype, device=x.device)
+        return aten.reshape.default(aten.div.Scalar(total, divisor_override), [*lead, *out])
+    counts: torch.Tensor | None = None
+    for i in range(3):  # the window sizes per dim (clipped at the padded or real edges)
+        start = aten.sub.Scalar(
+            aten.mul.Scalar(aten.arange.default(out[i], device=x.device), s[i]), p[i]
+        )
+        end = aten.clamp_max.default(aten.add.Scalar(start, k[i]), sizes[i] + p[i])
+        if not count_include_pad:
+            start, end = aten.clamp_min.default(start, 0), aten.clamp_max.default(end, sizes[i])
+        place = [1, 1, 1]
+        place[i] = out[i]
+        size_i = aten.reshape.default(aten.sub.Tensor(end, start), place)
+        counts = size_i if counts is None else aten.mul.Tensor(counts, size_i)
+    assert counts is not None
+    divisor = aten._to_copy.default(aten.reshape.default(counts, [-1]), dtype=x.dtype)
     return aten.reshape.default(aten.div.Tensor(total, divisor), [*lead, *out])
 
 
@@ -338,9 +353,9 @@ def _im2col(
     k, d, p, s = _pair(kernel_size), _pair(dilation), _pair(padding), _pair(stride)
     padded = aten.constant_pad_nd.default(x, [p[1], p[1], p[0], p[0]], 0)
     sizes = padded.shape[-2:]
-    per_dim = [_pool_rows(sizes[i], k[i], s[i], 0, d[i], False) for i in range(2)]
+    per_dim = [_pool_rows(sizes[i], k[i], s[i], 0, d[i], False, x.device) for i in range(2)]
     flat, lead, _ = _plane(padded, 2)
     table, _ = _product_table(per_dim, sizes)
     windows = take_along(flat, flat.dim() - 1, table)  # [N, C, L, K]
     moved = aten.transpose.int(windows, -1, -2)  # [N, C, K, L]
-    return aten.reshape.default(moved, [*lead[:-1], lead[-1] * k[0] * k[1], len(table)])
+    return aten.reshape.default(moved, [*lead[:-1], lead[-1] * k[0] * k[1], table.shape[0]])

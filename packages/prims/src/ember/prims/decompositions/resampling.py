@@ -1,14 +1,14 @@
-"""ATen resampling written with static gather tables: every output position along a dim reads
-a few input positions (known from the sizes alone) with fixed weights. Nearest, linear,
-bilinear, trilinear and bicubic upsampling, and reflection and replication padding.
+"""ATen resampling written with gather tables computed from the sizes: every output position
+along a dim reads a few input positions with weights, both computed with `arange` arithmetic
+in the Graph (no constant tables). Nearest, linear, bilinear, trilinear and bicubic
+upsampling, and reflection and replication padding.
 
-`take_along` and `combine_along` are the two building blocks (pooling.py uses them too); the
-tables become int64/float constants of the Graph, and each dim is one gather and one sum.
+`take_along` and `combine_along` are the two building blocks (pooling.py uses them too): each
+dim is one gather (`index_select`) and, with weights, one weighted sum.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -17,94 +17,99 @@ from ember.prims.decompositions.table import to_prims
 
 aten = torch.ops.aten
 
-Table = list[list[int]]
+F64 = torch.float64
 
 
-def take_along(x: torch.Tensor, dim: int, table: Table) -> torch.Tensor:
-    """x with `dim` replaced by two dims [len(table), K]: out[.., o, k, ..] = x[.., table[o][k], ..]."""
-    width = len(table[0])
-    flat = torch.tensor([i for row in table for i in row], dtype=torch.int64, device=x.device)
-    picked = aten.index_select.default(x, dim, flat)
-    return aten.reshape.default(picked, [*x.shape[:dim], len(table), width, *x.shape[dim + 1 :]])
+def positions(count: int, device: torch.device, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """[0, 1, ..., count - 1] as a Graph value."""
+    return aten.arange.default(count, dtype=dtype, device=device)
+
+
+def take_along(x: torch.Tensor, dim: int, table: torch.Tensor) -> torch.Tensor:
+    """x with `dim` replaced by the two dims of the int64 table [O, K]:
+    out[.., o, k, ..] = x[.., table[o, k], ..]."""
+    rows, width = table.shape
+    picked = aten.index_select.default(x, dim, aten.reshape.default(table, [-1]))
+    return aten.reshape.default(picked, [*x.shape[:dim], rows, width, *x.shape[dim + 1 :]])
 
 
 def combine_along(
-    x: torch.Tensor, dim: int, table: Table, weights: list[list[float]]
+    x: torch.Tensor, dim: int, table: torch.Tensor, weights: torch.Tensor
 ) -> torch.Tensor:
-    """out[.., o, ..] = sum over k of weights[o][k] * x[.., table[o][k], ..]."""
+    """out[.., o, ..] = sum over k of weights[o, k] * x[.., table[o, k], ..]."""
     picked = take_along(x, dim, table)
-    shape = [1] * dim + [len(table), len(table[0])] + [1] * (x.dim() - dim - 1)
-    factors = torch.tensor(weights, dtype=x.dtype, device=x.device).reshape(shape)
+    rows, width = table.shape
+    shape = [1] * dim + [rows, width] + [1] * (x.dim() - dim - 1)
+    factors = aten.reshape.default(aten._to_copy.default(weights, dtype=x.dtype), shape)
     return aten.sum.dim_IntList(aten.mul.Tensor(picked, factors), [dim + 1])
 
 
-def _source(o: int, size: int, out: int, align_corners: bool, scale: float | None) -> float:
-    """The input coordinate of output position o (ATen's area_pixel_compute_source_index)."""
+def columns(*parts: torch.Tensor) -> torch.Tensor:
+    """[O] tensors side by side as an [O, K] table."""
+    return aten.stack.default(list(parts), 1)
+
+
+def _source(
+    size: int, out: int, align_corners: bool, scale: float | None, device: torch.device
+) -> torch.Tensor:
+    """The input coordinate of each output position (ATen's area_pixel_compute_source_index),
+    in float64."""
+    o = positions(out, device, F64)
     if align_corners:
-        return o * (size - 1) / (out - 1) if out > 1 else 0.0
+        ratio = (size - 1) / (out - 1) if out > 1 else 0.0
+        return aten.mul.Scalar(o, ratio)
     ratio = 1.0 / scale if scale else size / out
-    return (o + 0.5) * ratio - 0.5
+    return aten.sub.Scalar(aten.mul.Scalar(aten.add.Scalar(o, 0.5), ratio), 0.5)
 
 
 def _linear_rows(
-    size: int, out: int, align_corners: bool, scale: float | None
-) -> tuple[Table, list[list[float]]]:
-    table, weights = [], []
-    for o in range(out):
-        x = max(_source(o, size, out, align_corners, scale), 0.0)
-        low = min(int(x), size - 1)
-        high = min(low + 1, size - 1)
-        fraction = x - low
-        table.append([low, high])
-        weights.append([1.0 - fraction, fraction])
-    return table, weights
-
-
-def _cubic_weights(t: float, a: float = -0.75) -> list[float]:
-    def near(x: float) -> float:  # |x| <= 1
-        return ((a + 2) * x - (a + 3)) * x * x + 1
-
-    def far(x: float) -> float:  # 1 < |x| < 2
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-
-    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    size: int, out: int, align_corners: bool, scale: float | None, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    x = aten.clamp_min.default(_source(size, out, align_corners, scale, device), 0.0)
+    low = aten.clamp_max.default(aten._to_copy.default(x, dtype=torch.int64), size - 1)
+    high = aten.clamp_max.default(aten.add.Scalar(low, 1), size - 1)
+    fraction = aten.sub.Tensor(x, aten._to_copy.default(low, dtype=F64))
+    return columns(low, high), columns(aten.rsub.Scalar(fraction, 1.0), fraction)
 
 
 def _cubic_rows(
-    size: int, out: int, align_corners: bool, scale: float | None
-) -> tuple[Table, list[list[float]]]:
-    table, weights = [], []
-    for o in range(out):
-        x = _source(o, size, out, align_corners, scale)
-        low = math.floor(x)
-        table.append([min(max(low + k, 0), size - 1) for k in range(-1, 3)])
-        weights.append(_cubic_weights(x - low))
-    return table, weights
+    size: int, out: int, align_corners: bool, scale: float | None, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    x = _source(size, out, align_corners, scale, device)
+    floor = aten.floor.default(x)
+    t = aten.sub.Tensor(x, floor)
+    low = aten._to_copy.default(floor, dtype=torch.int64)
+    taps = [aten.clamp.default(aten.add.Scalar(low, k), 0, size - 1) for k in range(-1, 3)]
+    a = -0.75  # ATen's cubic convolution coefficient
+
+    def near(v: torch.Tensor) -> torch.Tensor:  # |v| <= 1: ((a + 2) v - (a + 3)) v^2 + 1
+        inner = aten.sub.Scalar(aten.mul.Scalar(v, a + 2), a + 3)
+        return aten.add.Scalar(aten.mul.Tensor(aten.mul.Tensor(inner, v), v), 1)
+
+    def far(v: torch.Tensor) -> torch.Tensor:  # 1 < |v| < 2: ((a v - 5a) v + 8a) v - 4a
+        inner = aten.add.Scalar(
+            aten.mul.Tensor(aten.sub.Scalar(aten.mul.Scalar(v, a), 5 * a), v), 8 * a
+        )
+        return aten.sub.Scalar(aten.mul.Tensor(inner, v), 4 * a)
+
+    weights = [
+        far(aten.add.Scalar(t, 1)),
+        near(t),
+        near(aten.rsub.Scalar(t, 1)),
+        far(aten.rsub.Scalar(t, 2)),
+    ]
+    return columns(*taps), columns(*weights)
 
 
-def _nearest_rows(size: int, out: int, scale: float | None, exact: bool) -> Table:
+def _nearest_rows(
+    size: int, out: int, scale: float | None, exact: bool, device: torch.device
+) -> torch.Tensor:
     ratio = 1.0 / scale if scale else size / out
     shift = 0.5 if exact else 0.0
-    return [[min(math.floor((o + shift) * ratio), size - 1)] for o in range(out)]
-
-
-def _scales(scales: Sequence[float | None] | None, count: int) -> list[float | None]:
-    return list(scales) if scales else [None] * count
-
-
-def _separable(
-    x: torch.Tensor,
-    output_size: Sequence[int],
-    rows: Callable[[int, int, float | None], tuple[Table, list[list[float]]]],
-    scales: list[float | None],
-) -> torch.Tensor:
-    first = x.dim() - len(output_size)
-    result = x
-    for i, out in enumerate(output_size):
-        dim = first + i
-        table, weights = rows(x.shape[dim], out, scales[i])
-        result = combine_along(result, dim, table, weights)
-    return result
+    o = positions(out, device, F64)
+    source = aten.floor.default(aten.mul.Scalar(aten.add.Scalar(o, shift), ratio))
+    index = aten.clamp_max.default(aten._to_copy.default(source, dtype=torch.int64), size - 1)
+    return columns(index)
 
 
 def _nearest(exact: bool) -> Callable[..., torch.Tensor]:
@@ -115,7 +120,7 @@ def _nearest(exact: bool) -> Callable[..., torch.Tensor]:
         result = x
         for i, out in enumerate(output_size):
             scale = scales[i] if i < len(scales) else None
-            table = _nearest_rows(x.shape[first + i], out, scale, exact)
+            table = _nearest_rows(x.shape[first + i], out, scale, exact, x.device)
             result = aten.squeeze.dim(take_along(result, first + i, table), first + i + 1)
         return result
 
@@ -127,9 +132,7 @@ for _dims in ("1d", "2d", "3d"):
     to_prims(f"aten::_upsample_nearest_exact{_dims}.default")(_nearest(True))
 
 
-def _interpolating(
-    cubic: bool,
-) -> Callable[..., torch.Tensor]:
+def _interpolating(cubic: bool) -> Callable[..., torch.Tensor]:
     def decomposition(
         x: torch.Tensor,
         output_size: Sequence[int],
@@ -137,10 +140,13 @@ def _interpolating(
         *scales: float | None,
     ) -> torch.Tensor:
         make = _cubic_rows if cubic else _linear_rows
-        factors = [scales[i] if i < len(scales) else None for i in range(len(output_size))]
-        return _separable(
-            x, output_size, lambda size, out, scale: make(size, out, align_corners, scale), factors
-        )
+        first = x.dim() - len(output_size)
+        result = x
+        for i, out in enumerate(output_size):
+            scale = scales[i] if i < len(scales) else None
+            table, weights = make(x.shape[first + i], out, align_corners, scale, x.device)
+            result = combine_along(result, first + i, table, weights)
+        return result
 
     return decomposition
 
@@ -154,20 +160,18 @@ to_prims("aten::upsample_bicubic2d.default")(_interpolating(True))
 def _padding(mirror: bool) -> Callable[[torch.Tensor, Sequence[int]], torch.Tensor]:
     def decomposition(x: torch.Tensor, padding: Sequence[int]) -> torch.Tensor:
         result = x
-        count = len(padding) // 2
-        for i in range(count):  # padding pairs run from the last dim backwards
+        for i in range(len(padding) // 2):  # padding pairs run from the last dim backwards
             dim = x.dim() - 1 - i
             before, after = padding[2 * i], padding[2 * i + 1]
             size = x.shape[dim]
-            table = []
-            for o in range(-before, size + after):
-                if mirror:
-                    period = 2 * (size - 1)
-                    k = abs(o) % period if period else 0
-                    table.append([k if k < size else period - k])
-                else:
-                    table.append([min(max(o, 0), size - 1)])
-            result = aten.squeeze.dim(take_along(result, dim, table), dim + 1)
+            o = aten.sub.Scalar(positions(size + before + after, x.device), before)
+            if mirror:  # reflect about the edges: fold |o| into one period 2 (size - 1)
+                period = max(2 * (size - 1), 1)
+                k = aten.remainder.Scalar(aten.abs.default(o), period)
+                index = aten.where.self(aten.lt.Scalar(k, size), k, aten.rsub.Scalar(k, period))
+            else:
+                index = aten.clamp.default(o, 0, size - 1)
+            result = aten.squeeze.dim(take_along(result, dim, columns(index)), dim + 1)
         return result
 
     return decomposition

@@ -47,9 +47,11 @@ def _masked_fill(a: torch.Tensor, mask: torch.Tensor, value: Operand) -> torch.T
         value = convert(value, a.dtype)
     elif not (a.dtype.is_floating_point or a.dtype.is_complex) and a.dtype != torch.bool:
         value = int(value)
-    pred = expand_to(mask, list(a.shape), torch.bool, a.device)
-    filler = expand_to(value, list(a.shape), a.dtype, a.device)
-    return prims.where(pred, filler, a)
+    # the result takes the broadcast shape of a and mask (the in-place form keeps a's)
+    shape = broadcast_shapes(a.shape, mask.shape)
+    pred = expand_to(mask, shape, torch.bool, a.device)
+    filler = expand_to(value, shape, a.dtype, a.device)
+    return prims.where(pred, filler, expand_to(a, shape, a.dtype, a.device))
 
 
 _register_with_inplace("masked_fill", ("Scalar", "Tensor"), _masked_fill)
