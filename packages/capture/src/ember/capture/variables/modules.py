@@ -70,6 +70,8 @@ class ModuleVariable(Variable):
         written = frame.session.side_effects.load_attr(module, name)
         if written is not None:
             return written
+        if name == "__class__":
+            return ConstantVariable(type(module))
         if name == "training":
             frame.session.guard(GuardKind.TRAINING, self._child_source(name), module.training)
             return ConstantVariable(module.training)

@@ -40,6 +40,8 @@ class UserObjectVariable(Variable):
         written = frame.session.side_effects.load_attr(self.value, name)
         if written is not None:
             return written
+        if name == "__class__":
+            return ConstantVariable(type(self.value))
         instance = getattr(self.value, "__dict__", {})
         if name in instance and self.source is not None:
             return wrap(frame, instance[name], AttrSource(self.source, name))
