@@ -129,7 +129,9 @@ def _user_handlers(code: types.CodeType) -> list[tuple[int, int]]:
         if target is None:
             continue
         handler = [i.opname for i in instructions[target : target + 2]]
-        if handler == ["PUSH_EXC_INFO", "WITH_EXCEPT_START"]:
+        # A `with` block's cleanup, or (3.12) an inlined comprehension's, which only
+        # restores its loop variable before re-raising: neither needs to see the exception.
+        if handler == ["PUSH_EXC_INFO", "WITH_EXCEPT_START"] or handler[:1] == ["SWAP"]:
             continue
         covered = [n for offset, n in index.items() if entry.start <= offset < entry.end]
         if covered:
