@@ -56,12 +56,7 @@ def generate_wrapper(
                     )
                     allocated.add(name)
             call_args = [
-                f"{a.name}.untyped_storage().data_ptr()"
-                if a.name in inputs or program.storages[a.name].layout is None
-                else backend.pointer(a.name)
-                if a.kind == "pointer"
-                else a.name
-                for a in source.arguments
+                backend.pointer(a.name) if a.kind == "pointer" else a.name for a in source.arguments
             ]
             emit(f"    kernels[{item.name!r}]({', '.join(call_args)})")
         else:
@@ -107,10 +102,10 @@ def _view(arg: TensorArg, program: Program) -> str:
         and layout.offset == 0
     ):
         return arg.storage
-    return (
-        f"as_strided({arg.storage}, {_shape(layout.size)}, {_shape(layout.stride)}, "
-        f"{python_index(layout.offset)})"
-    )
+    offset = python_index(layout.offset)
+    if own is None:  # inputs and extern results: our offsets count from their first element
+        offset = f"{arg.storage}.storage_offset() + {offset}"
+    return f"as_strided({arg.storage}, {_shape(layout.size)}, {_shape(layout.stride)}, {offset})"
 
 
 def _literal(value: Any, program: Program) -> str:
@@ -146,7 +141,12 @@ def _extern(emit: Any, node: ExternNode, program: Program) -> None:
     for position, storage in enumerate(node.outputs):
         if storage is None:
             continue
-        emit(f"    {storage} = result[{position}]")
+        declared = program.storages[storage].declared
+        if declared is None:
+            emit(f"    {storage} = result[{position}]")
+            continue
+        size, stride = _shape(declared.size), _shape(declared.stride)
+        emit(f"    {storage} = restride(result[{position}], {size}, {stride})")
 
 
 def _output(arg: object, program: Program) -> str:
@@ -165,6 +165,13 @@ def flatten_result(result: Any) -> list[Any]:
     return flat
 
 
+def restride(tensor: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> torch.Tensor:
+    """`tensor` if it has the strides the kernels were generated for, else a copy that has."""
+    if tensor.stride() == stride or tensor.numel() <= 1:
+        return tensor
+    return torch.empty_strided(size, stride, dtype=tensor.dtype).copy_(tensor)
+
+
 def wrapper_namespace(kernels: dict[str, Any], ops: dict[str, Any]) -> dict[str, Any]:
     """The globals the wrapper source runs with."""
     return {
@@ -172,6 +179,7 @@ def wrapper_namespace(kernels: dict[str, Any], ops: dict[str, Any]) -> dict[str,
         "empty_strided": torch.empty_strided,
         "as_strided": torch.as_strided,
         "flatten_result": flatten_result,
+        "restride": restride,
         "kernels": kernels,
         "ops": ops,
     }

@@ -23,6 +23,7 @@ class Storage:
     dtype: torch.dtype
     layout: Layout | None  # how a buffer is allocated; None for inputs and extern results
     is_input: bool = False
+    declared: Layout | None = None  # an extern result's layout, as its op's meta says
 
 
 @dataclass

@@ -91,9 +91,14 @@ class LoweringContext:
             return value
         if value.realized is not None:
             return value.realized
-        if layout is None or not _dense(layout):
+        if layout is None:
             layout = Layout.contiguous(value.dtype, value.size)
-        storage = self.new_buffer(layout)
+        if _dense(layout):
+            storage = self.new_buffer(layout)
+        else:
+            # a layout with gaps or an offset (an output whose spec later graphs compile
+            # against): allocate the memory it spans and write through the layout
+            storage = self.new_buffer(Layout.contiguous(layout.dtype, (_extent(layout),)))
         variables, tree = _trace(value.fn, value.size, "x")
         self.program.nodes.append(
             LoopNode(
@@ -232,8 +237,8 @@ class LoweringContext:
                     values.append(None)
                     continue
                 name = self.fresh("buf")
-                layout = spec_layout(value.spec)
-                self.program.storages[name] = Storage(name, layout.dtype, None)
+                layout = spec_layout(value.spec, relative=True)
+                self.program.storages[name] = Storage(name, layout.dtype, None, declared=layout)
                 storages.append(name)
                 values.append(StorageView(name, layout))
             results.append(values if isinstance(output, list) else values[0])
@@ -277,13 +282,25 @@ class LoweringContext:
         return output.spec
 
 
-def spec_layout(spec: TensorSpec) -> Layout:
+def spec_layout(spec: TensorSpec, relative: bool = False) -> Layout:
+    """The layout a spec describes. `relative`: offsets count from the tensor's first element
+    (inputs and extern results: the wrapper passes `data_ptr()`, whatever storage offset
+    the tensor has at run time)."""
     return Layout(
         spec.dtype,
         tuple(as_expr(s) for s in spec.shape),
         tuple(as_expr(s) for s in spec.strides),
-        as_expr(spec.storage_offset),
+        sympy.S.Zero if relative else as_expr(spec.storage_offset),
     )
+
+
+def storage_offset(ctx: LoweringContext, argument: object) -> Expr:
+    """The storage offset the traced spec of a node argument declares (0 if unknown)."""
+    if isinstance(argument, Ref):
+        value = ctx.graph_values.get(argument.name)
+        if value is not None and isinstance(value.spec, TensorSpec):
+            return as_expr(value.spec.storage_offset)
+    return sympy.S.Zero
 
 
 def broadcast_loader(value: TensorValue, size: Sequence[Expr]) -> body.Loader:
@@ -325,7 +342,7 @@ def _lower(graph: Graph, force: set[str]) -> Program:
         if not isinstance(spec, TensorSpec):
             raise Unlowerable(f"input {graph_input.value.name} is not a tensor")
         name = f"in{position}"
-        layout = spec_layout(spec)
+        layout = spec_layout(spec, relative=True)
         program.storages[name] = Storage(name, spec.dtype, None, is_input=True)
         program.input_storages.append(name)
         ctx.env[graph_input.value.name] = StorageView(name, layout)
@@ -445,6 +462,14 @@ def _trace(
 def _copy(ctx: LoweringContext, value: StorageView) -> StorageView:
     fresh = Lazy(value.dtype, value.size, value.loader(), value.reads, (ctx.origin(),))
     return ctx.realize(fresh)
+
+
+def _extent(layout: Layout) -> Expr:
+    """Elements from the storage's start to one past the layout's last element."""
+    last = layout.offset + sum(
+        ((n - 1) * s for n, s in zip(layout.size, layout.stride)), sympy.S.Zero
+    )
+    return sympy.S.One if any(n == 0 for n in layout.size) else last + 1
 
 
 def _dense(layout: Layout) -> bool:

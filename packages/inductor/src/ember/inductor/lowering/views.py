@@ -12,7 +12,7 @@ import sympy
 from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr, as_expr, contiguous_strides, flat_index, unflatten
 from ember.inductor.ir.tensors import Layout, StorageView, TensorValue, view_of
-from ember.inductor.lowering.graph_lowering import LoweringContext, spec_layout
+from ember.inductor.lowering.graph_lowering import LoweringContext, spec_layout, storage_offset
 from ember.inductor.lowering.table import lowers
 from ember.prims import Ref
 
@@ -158,8 +158,10 @@ def _reshape(ctx: LoweringContext, a: TensorValue, is_view: bool) -> TensorValue
         )
         if dense:
             layout = Layout(a.dtype, size, contiguous_strides(size), a.layout.offset)
-        elif is_view:
-            layout = spec_layout(spec)
+        elif is_view:  # the spec's offset is absolute; ours counts from the storage's base
+            assert ctx.node is not None
+            shift = as_expr(spec.storage_offset) - storage_offset(ctx, ctx.node.args[0])
+            layout = Layout(a.dtype, size, spec_layout(spec).stride, a.layout.offset + shift)
     return _view(a, size, to_input, layout)
 
 
@@ -180,11 +182,18 @@ def as_strided(
     spec = ctx.output_spec()
     assert ctx.node is not None
     argument = ctx.node.args[0]
-    base = ctx.realize(a, ctx.spec_layout(argument.name) if isinstance(argument, Ref) else None)
+    if isinstance(a, StorageView):
+        # as_strided's offset is absolute in the storage; ours counts from the storage's base
+        # pointer, which sits at (the argument's traced offset - its offset in our storage)
+        base = a
+        start = storage_offset(ctx, argument) - a.layout.offset
+    else:
+        base = ctx.realize(a, ctx.spec_layout(argument.name) if isinstance(argument, Ref) else None)
+        start = sympy.S.Zero
     layout = Layout(
         spec.dtype,
         tuple(as_expr(s) for s in shape),
         tuple(as_expr(s) for s in strides),
-        as_expr(offset),
+        as_expr(offset) - start,
     )
     return StorageView(base.storage, layout)
