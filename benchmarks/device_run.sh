@@ -7,16 +7,16 @@
 #   bash benchmarks/device_run.sh [runner arguments...]     e.g. --dtypes bf16 --models hf_gpt2
 #
 # Environment: OUT (default benchmarks/results/device), BENCH_BUDGET seconds for the runner
-# (default 500, so that installs, start-up, the runner and the report fit a 10-minute call),
-# BENCH_JOBS concurrent workers (default 4, for 16 cores and 80 GB), PYTHON (default python3).
+# (default 540, so that installs, start-up, the runner and the report fit a 10-minute call),
+# BENCH_JOBS concurrent workers (default 5, for 16 cores and 80 GB), PYTHON (default python3).
 # Models run heaviest compile first, so that the last ones to start are short. Every case is
 # appended to results.jsonl as it finishes: a run cut short keeps what it measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 OUT="${OUT:-$PWD/benchmarks/results/device}"
-BUDGET="${BENCH_BUDGET:-500}"
-JOBS="${BENCH_JOBS:-4}"
+BUDGET="${BENCH_BUDGET:-540}"
+JOBS="${BENCH_JOBS:-5}"
 # Heaviest compile first (longest-first packing of models onto the workers); --models overrides.
 MODELS="${BENCH_MODELS:-hf_t5,hf_resnet,hf_bert,hf_llama,hf_vit,hf_convnext,hf_gpt2,timm_efficientnet_b0,timm_resnet50,timm_vit_small,attention_block,small_cnn,mlp}"
 PYTHON="${PYTHON:-python3}"
