@@ -23,7 +23,11 @@ from ember.prims.pytree import TreeSpec, tree_flatten
 from ember.prims.source import SourceLocation, user_location
 from ember.prims.specs import ScalarSpec, SymSize, TensorSpec
 from ember.prims.tracer.naming import Namer
-from ember.prims.tracer.symbolic_meta import SYMBOLIC_META, has_symbolic_sizes
+from ember.prims.tracer.symbolic_meta import (
+    SYMBOLIC_META,
+    contiguous_strides,
+    has_symbolic_sizes,
+)
 from ember.prims.tracer.tensor import TracerTensor
 
 _META = torch.device("meta")
@@ -79,7 +83,7 @@ class Tracer:
                     int(tensor.shape[dim]), description=f"{name}.size({dim})"
                 )
             if contiguous:
-                strides = _contiguous_strides(sizes)
+                strides = contiguous_strides(sizes)
         return torch.empty_strided(sizes, strides, dtype=tensor.dtype, device=_META)
 
     def constant(self, tensor: torch.Tensor) -> Ref:
@@ -410,15 +414,6 @@ def _written_argument(
         if isinstance(candidate, TracerTensor):
             return candidate
     return None
-
-
-def _contiguous_strides(sizes: list[Any]) -> list[Any]:
-    strides: list[Any] = []
-    running: Any = 1
-    for size in reversed(sizes):
-        strides.append(running)
-        running = running * size
-    return list(reversed(strides))
 
 
 def _where(source: SourceLocation | None) -> str:
