@@ -53,6 +53,17 @@ def calls_opaque_object(fn, x):
     return fn(x) + 1
 
 
+class _Accumulator:
+    def __init__(self) -> None:
+        self.total = 0
+
+
+def constructs_object(x):
+    y = x + 1
+    acc = _Accumulator()
+    return y * 2, acc.total
+
+
 def imports(x):
     import colorsys
 
@@ -120,6 +131,7 @@ TRIGGERS: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]], str
         "opaque-call",
     ),
     "import": (imports, lambda: (torch.ones(2),), "import"),
+    "object-construction": (constructs_object, lambda: (torch.ones(2),), "object-construction"),
     "global-state": (seeds, lambda: (torch.ones(2),), "global-state"),
     "module-hooks": (calls_hooked_module, lambda: (torch.ones(2),), "module-hooks"),
     "unsupported-instruction": (

@@ -430,15 +430,6 @@ def nullcontext_block(x):
     return y
 
 
-class Registry(dict):
-    def lookup(self, key):
-        return super().get(key, 0)
-
-
-def super_of_dict_subclass(x, registry):
-    return x * registry.lookup("scale")
-
-
 class PrintingBlock(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -550,7 +541,6 @@ CASES = cases(
     Case(unpack_after_break, lambda: (randn(4),), graphs=2, breaks=1),
     Case(user_context_manager, lambda: (randn(4), Recorder()), graphs=2, breaks=1),
     Case(nullcontext_block, lambda: (randn(4),), graphs=2, breaks=1),
-    Case(super_of_dict_subclass, lambda: (randn(4), Registry(scale=3)), graphs=1, breaks=3),
     Case(
         module_with_break,
         lambda: (_model(WithPrintingChild), randn(2, 4)),

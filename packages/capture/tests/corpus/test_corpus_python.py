@@ -365,6 +365,19 @@ def user_context_manager(x, recorder):
     return y + len(recorder.events)
 
 
+class Registry(dict):
+    def get(self, key, default=None):
+        return super().get(key.lower(), default)
+
+    def lookup(self, key):
+        return self.get(key, 0), super().__contains__(key), super().get("missing", 1)
+
+
+def super_of_dict_subclass(x, registry):
+    found, present, fallback = registry.lookup("Scale")
+    return x * found + fallback, present
+
+
 def _model(cls: type) -> nn.Module:
     torch.manual_seed(0)
     return cls()
@@ -414,6 +427,7 @@ CASES = cases(
     Case(assert_python_value, lambda: (randn(4), 3)),
     Case(assert_shape, lambda: (randn(2, 4),)),
     Case(user_context_manager, lambda: (randn(4), Recorder())),
+    Case(super_of_dict_subclass, lambda: (randn(4), Registry(scale=3))),
 )
 
 

@@ -57,6 +57,12 @@ _entry(
     "or write it with torch operations",
 )
 _entry(
+    "object-construction",
+    "creating a {name} object",
+    "it is created in plain Python between two graphs; create it outside the compiled "
+    "function and pass it in",
+)
+_entry(
     "import",
     "{construct}",
     "an import of a module not imported yet runs in plain Python; move it to module level",

@@ -37,6 +37,7 @@ from ember.capture.variables.functions import (
     FunctionVariable,
 )
 from ember.capture.variables.modules import ModuleVariable
+from ember.capture.variables.objects import OpaqueMethodVariable
 from ember.capture.variables.superclass import SuperVariable
 from ember.capture.variables.tensor import DataMethodVariable, TensorVariable
 from ember.capture.variables.torch import (
@@ -301,6 +302,10 @@ def _super(r: Reconstructor, value: SuperVariable) -> OutputPlan:
     return OutputPlan("call", super, (OutputPlan("constant", value.cls), r.plan(value.receiver)))
 
 
+def _opaque_method(r: Reconstructor, value: OpaqueMethodVariable) -> OutputPlan:
+    return OutputPlan("call", getattr, (r.plan(value.owner), OutputPlan("constant", value.name)))
+
+
 def _real(attribute: str) -> Builder:
     def build(r: Reconstructor, value: Any) -> OutputPlan:
         return OutputPlan("constant", getattr(value, attribute))
@@ -336,6 +341,7 @@ _BUILDERS: dict[type, Builder] = {
     ExceptionVariable: _exception,
     DictViewVariable: _dict_view,
     SuperVariable: _super,
+    OpaqueMethodVariable: _opaque_method,
 }
 
 

@@ -139,3 +139,38 @@ def call_instructions(count: int) -> list[Instr]:
     if sys.version_info >= (3, 12):
         return [Instr("CALL", count)]
     return [Instr("PRECALL", count), Instr("CALL", count)]
+
+
+@dataclass(frozen=True)
+class DictEntrySource(Source):
+    """`dict.get(base, key, MISSING)`: an entry of a dict subclass read as a plain dict
+    (`super().get(key)` in a subclass that overrides `get`), MISSING when absent."""
+
+    base: Source
+    key: Any
+
+    def expr(self) -> str:
+        return f"dict.get({self.base.expr()}, {self.key!r}, sys.modules[{__name__!r}].MISSING)"
+
+    def name(self) -> str:
+        return f"dict.get({self.base.name()}, {self.key!r})"
+
+    def emit(self, load_locals: list[Instr], globals_dict: dict[str, Any]) -> list[Instr]:
+        return [
+            Instr("PUSH_NULL"),
+            load_const(dict.get),
+            *self.base.emit(load_locals, globals_dict),
+            Instr("LOAD_CONST", self.key),
+            load_const(MISSING),
+            *call_instructions(3),
+        ]
+
+
+class _Missing:
+    """The value of a DictEntrySource whose key is absent."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING = _Missing()

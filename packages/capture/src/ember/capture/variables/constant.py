@@ -109,6 +109,8 @@ class ConstantVariable(Variable):
         fields = getattr(self.value, "_fields", None)
         if isinstance(self.value, type) and issubclass(self.value, tuple) and fields is not None:
             return _make_namedtuple(self.value, fields, args, kwargs)
+        if isinstance(self.value, type):
+            raise Unsupported.of("object-construction", name=self.value.__qualname__)
         raise Unsupported(f"calling {self.describe()}")
 
 

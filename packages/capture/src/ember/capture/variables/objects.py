@@ -60,6 +60,8 @@ class UserObjectVariable(Variable):
             return FunctionVariable.of(frame, static.fget, None).call(frame, [self], {})
         if inspect.isfunction(static):
             return BoundMethodVariable(FunctionVariable.of(frame, static, None), self)
+        if inspect.ismethoddescriptor(static) and callable(static) and self.source is not None:
+            return OpaqueMethodVariable(self, name)
         return wrap_result(frame, static)
 
     def python_method(self, frame: Frame, name: str) -> Variable | None:
@@ -81,6 +83,21 @@ class UserObjectVariable(Variable):
         if self.source is None or (params is not None and params.frozen):
             super().setattr(frame, name, value)
         frame.session.side_effects.store_attr(self, self.value, name, value)
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        raise Unsupported.of("opaque-call", name=self.describe())
+
+
+class OpaqueMethodVariable(Variable):
+    """A method written in C of an object capture does not model (`ctx_var.set`): calling it
+    breaks the graph, and the call runs for real on the object."""
+
+    def __init__(self, owner: UserObjectVariable, name: str) -> None:
+        self.owner = owner
+        self.name = name
+
+    def describe(self) -> str:
+        return f"{type(self.owner.value).__name__}.{self.name}"
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported.of("opaque-call", name=self.describe())

@@ -52,8 +52,49 @@ class SuperVariable(Variable):
                 return FunctionVariable.of(frame, found.fget, None).call(frame, [self.receiver], {})
             if inspect.isfunction(found):
                 return BoundMethodVariable(FunctionVariable.of(frame, found, None), self.receiver)
+            if klass is dict and name in _DICT_READS and self.receiver.source is not None:
+                return DictReadVariable(self.receiver, name)
             return wrap_result(frame, found)
         raise Unsupported(f"super().{name}: no base class of {owner.__name__} defines it")
+
+
+_DICT_READS = ("get", "__getitem__", "__contains__")
+
+
+class DictReadVariable(Variable):
+    """`dict.get` / `__getitem__` / `__contains__` of a dict subclass reached through
+    `super()`: the entry is read for real, with a guard on it (`DictEntrySource`)."""
+
+    def __init__(self, receiver: Variable, name: str) -> None:
+        self.receiver = receiver
+        self.name = name
+
+    def describe(self) -> str:
+        return f"dict.{self.name} of {self.receiver.describe()}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from ember.capture.guards.kinds import GuardKind
+        from ember.capture.guards.source import MISSING, DictEntrySource
+        from ember.capture.variables.builder import wrap
+
+        assert self.receiver.source is not None
+        if kwargs or not args or not args[0].is_constant():
+            raise Unsupported(f"calling {self.describe()} with a non-constant key")
+        key = args[0].constant()
+        source = DictEntrySource(self.receiver.source, key)
+        value = dict.get(self.receiver.identity(), key, MISSING)  # type: ignore[call-overload]
+        if value is MISSING:
+            frame.session.guard(GuardKind.ID, source, MISSING)
+            if self.name == "__contains__":
+                return ConstantVariable(False)
+            if self.name == "get":
+                return args[1] if len(args) > 1 else ConstantVariable(None)
+            raise Unsupported(f"a missing key {key!r} (KeyError)")
+        found = wrap(frame, value, source)
+        if self.name == "__contains__":
+            frame.session.guard(GuardKind.TYPE, source, type(value))
+            return ConstantVariable(True)
+        return found
 
 
 def _super(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
