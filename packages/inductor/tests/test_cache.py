@@ -16,6 +16,8 @@ import ember.prims as prims
 from ember.inductor.pipeline import compile_graph
 from ember.runtime import ArtifactCache
 
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}  # vector libm is within 4 ulp of torch's
+
 
 def fn(x: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(x * 3 - 1).sum(1)
@@ -29,17 +31,17 @@ def test_second_compile_hits_and_damaged_entries_are_rebuilt(tmp_path: Path) -> 
     x = torch.randn(4, 7)
     graph = prims.trace(fn, x)
     cache = ArtifactCache(tmp_path)
-    torch.testing.assert_close(compile_graph(graph, (x,), cache=cache)(x), fn(x))
+    torch.testing.assert_close(compile_graph(graph, (x,), cache=cache)(x), fn(x), **TOLERANCE)
     assert cache.stats.writes == 2  # the compiled graph and its shared library
     cache.stats.hits = 0
-    torch.testing.assert_close(compile_graph(graph, (x,), cache=cache)(x), fn(x))
+    torch.testing.assert_close(compile_graph(graph, (x,), cache=cache)(x), fn(x), **TOLERANCE)
     assert cache.stats.hits >= 1
     for entry in _entries(cache):  # flip a byte in every entry
         data = bytearray(entry.read_bytes())
         data[len(data) // 2] ^= 0xFF
         entry.write_bytes(bytes(data))
     fresh = ArtifactCache(tmp_path)
-    torch.testing.assert_close(compile_graph(graph, (x,), cache=fresh)(x), fn(x))
+    torch.testing.assert_close(compile_graph(graph, (x,), cache=fresh)(x), fn(x), **TOLERANCE)
     assert fresh.stats.corrupt >= 1
 
 
@@ -73,4 +75,6 @@ def test_killed_compile_leaves_the_next_run_correct(tmp_path: Path) -> None:
     child.wait()
     x = torch.randn(4, 7)
     cache = ArtifactCache(tmp_path)
-    torch.testing.assert_close(compile_graph(prims.trace(fn, x), (x,), cache=cache)(x), fn(x))
+    torch.testing.assert_close(
+        compile_graph(prims.trace(fn, x), (x,), cache=cache)(x), fn(x), **TOLERANCE
+    )

@@ -28,11 +28,12 @@ def chain_of_ten(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_pointwise_chain_of_ten_ops_is_one_kernel(cache: ArtifactCache) -> None:
-    x = torch.randn(64, 33)
+    x = torch.randn(64, 33, generator=torch.Generator().manual_seed(0))
     graph = prims.trace(chain_of_ten, x)
     compiled = compile_graph(graph, (x,), cache=cache)
     assert compiled.kernel_count == 1
-    torch.testing.assert_close(compiled(x), chain_of_ten(x))
+    # vector libm (libmvec) is within 4 ulp of torch's own
+    torch.testing.assert_close(compiled(x), chain_of_ten(x), rtol=1e-5, atol=1e-6)
 
 
 def softmax_and_layer_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
