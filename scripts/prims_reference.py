@@ -34,8 +34,8 @@ Rules shared by all prims:
 Decompositions (`ember.prims.PRIM_DECOMPOSITIONS`, ATen overload name -> function) are written
 with prims, or with other ATen ops that have decompositions themselves (expanded by the
 following rounds of `decompose`). `docs/prims-coverage.md` reports how many OpInfo ops
-decompose fully and match eager; `examples/numpy_backend` implements every prim but the
-Bessel J/Y/K and Airy functions with NumPy.
+decompose fully and match eager; `examples/numpy_backend` implements every prim with
+NumPy (and Python's `math` for the special functions NumPy lacks).
 """
 
 

@@ -1,8 +1,8 @@
 """Kernels of the special-function prims: NumPy's i0, short formulas (sin(x)/x, erfcx,
-ndtri), the orthogonal polynomials by their three-term recurrences, and series written with
-Python's `math` (I_1, Hurwitz zeta, polygamma, incomplete gamma; scalar_math.py). The Bessel
-J, Y and K functions and Airy's Ai are not implemented: `MISSING` names them, and a Graph
-that needs one is refused when it is compiled.
+ndtri), the orthogonal polynomials by their three-term recurrences, and series and
+asymptotic expansions written with Python's `math` (I_1, Hurwitz zeta, polygamma, incomplete
+gamma in scalar_math.py; Bessel J, Y, K and Airy Ai in bessel.py). `MISSING` would name a
+prim without a kernel (a Graph needing one is refused when it is compiled); it is empty.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ember_numpy_backend import bessel
 from ember_numpy_backend.kernels import kernel
 from ember_numpy_backend.scalar_math import (
     bessel_i1,
@@ -27,17 +28,7 @@ from ember_numpy_backend.scalar_math import (
 
 Array = Any  # numpy.ndarray
 
-MISSING = (
-    "bessel_j0",
-    "bessel_j1",
-    "bessel_y0",
-    "bessel_y1",
-    "bessel_k0",
-    "bessel_k1",
-    "bessel_k0e",
-    "bessel_k1e",
-    "airy_ai",
-)
+MISSING: tuple[str, ...] = ()  # every special prim has a kernel
 
 
 @kernel("bessel_i0")
@@ -120,3 +111,17 @@ kernel("igammac")(_binary(igammac))
 @kernel("polygamma")
 def _polygamma(a: Array, n: int) -> Array:
     return vectorized(lambda x: polygamma(n, x))(a)
+
+
+for _name in (
+    "bessel_j0",
+    "bessel_j1",
+    "bessel_y0",
+    "bessel_y1",
+    "bessel_k0",
+    "bessel_k1",
+    "bessel_k0e",
+    "bessel_k1e",
+    "airy_ai",
+):
+    kernel(_name)(vectorized(getattr(bessel, _name)))
