@@ -14,8 +14,7 @@ from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import ember.capture
-from ember.prims import PRIM_DECOMPOSITIONS, decompose, is_prim, trace
-from ember.prims.primitives import PRIMS
+from ember.prims import PRIM_DECOMPOSITIONS, PRIMS, decompose, is_prim, trace
 
 
 class MLP(nn.Module):
