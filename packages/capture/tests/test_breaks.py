@@ -280,3 +280,43 @@ def test_docs_list_every_catalogue_entry() -> None:
     for entry in CATALOGUE.values():
         assert f"| `{entry.id}` | {entry.template} |" in text
         assert entry.hint in text
+
+
+@disable
+def _fails(y):
+    raise RuntimeError("inside the block")
+
+
+def raises_inside_resumed_no_grad(x):
+    with torch.no_grad():
+        print("before")
+        y = x * 2
+        _fails(y)
+    return y
+
+
+def raises_past_a_handler(x):
+    y = x + 1
+    try:
+        int("not a number")
+    except KeyError:
+        return x
+    return y
+
+
+def test_exception_in_a_resumed_block_runs_its_cleanup() -> None:
+    compiled = ember_compile(raises_inside_resumed_no_grad, backend=CompileCounter())
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="inside the block"):
+            compiled(torch.ones(2, requires_grad=True))
+        assert torch.is_grad_enabled()
+
+
+def test_what_a_break_raises_reaches_the_users_handlers() -> None:
+    compiled = ember_compile(raises_past_a_handler, backend=CompileCounter())
+    with pytest.raises(ValueError, match="not a number"):
+        compiled(torch.ones(2))
+    torch.testing.assert_close(
+        ember_compile(toy_example, backend=CompileCounter())(torch.ones(2), torch.ones(2)),
+        toy_example(torch.ones(2), torch.ones(2)),
+    )

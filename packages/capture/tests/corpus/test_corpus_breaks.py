@@ -299,6 +299,25 @@ def try_finally_block(x):
     return y
 
 
+def try_catches_what_the_break_raises(x):
+    y = x + 1
+    try:
+        scale = int("not a number")
+    except ValueError:
+        scale = 3
+    return y * scale
+
+
+def try_in_loop_with_break(x):
+    for i in range(3):
+        try:
+            x = x + i
+            print(i)
+        except KeyError:
+            x = x - 1
+    return x
+
+
 def data_dependent_while_item(x):
     steps = 0
     while x.abs().max().item() > 1:
@@ -523,10 +542,10 @@ CASES = cases(
     Case(enable_grad_block, lambda: (randn(4).requires_grad_(),), graphs=2, breaks=1),
     Case(set_grad_enabled_block, lambda: (randn(4).requires_grad_(),), graphs=2, breaks=1),
     Case(autocast_block, lambda: (randn(2, 4), randn(4, 4)), graphs=2, breaks=1),
-    # A break under a user's try runs the rest of the function as plain Python (what the
-    # instruction raises must reach the handler); the graph before it is compiled.
-    Case(try_block, lambda: (randn(4),), graphs=1, breaks=1),
-    Case(try_finally_block, lambda: (randn(4),), graphs=1, breaks=1),
+    Case(try_block, lambda: (randn(4),), graphs=2, breaks=1),
+    Case(try_finally_block, lambda: (randn(4),), graphs=2, breaks=1),
+    Case(try_catches_what_the_break_raises, lambda: (randn(4),), graphs=1, breaks=1),
+    Case(try_in_loop_with_break, lambda: (randn(4),), graphs=3, breaks=3),
     Case(data_dependent_while_item, lambda: (randn(4) * 8,), graphs=6, breaks=6),
     Case(keyword_callee, lambda: (randn(4),), graphs=3, breaks=2),
     Case(keeps_dataclass, lambda: (randn(4),), graphs=2, breaks=1),

@@ -11,6 +11,7 @@ import dis
 import sys
 import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -116,30 +117,42 @@ def callable_index(step: Step, stack: list[Variable]) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class Handler:
+    """A user's exception handler covering instructions `start`..`end` (indexes): where it
+    starts, the stack depth it keeps, and whether it expects the raising offset too."""
+
+    start: int
+    end: int
+    target: int
+    depth: int
+    lasti: bool
+
+
 @lru_cache(maxsize=256)
-def _user_handlers(code: types.CodeType) -> list[tuple[int, int]]:
-    """Instruction-index ranges covered by a user's try (not a `with` block's cleanup)."""
+def _user_handlers(code: types.CodeType) -> list[Handler]:
+    """Exception handlers (a try's, a `with` block's cleanup) by the range they cover."""
     instructions = [
         i for i in dis.get_instructions(code) if i.opname not in ("EXTENDED_ARG", "CACHE")
     ]
     index = {instr.offset: n for n, instr in enumerate(instructions)}
-    ranges = []
+    handlers = []
     for entry in dis.Bytecode(code).exception_entries:  # type: ignore[attr-defined]
         target = index.get(entry.target)
         if target is None:
             continue
-        handler = [i.opname for i in instructions[target : target + 2]]
-        # A `with` block's cleanup, or (3.12) an inlined comprehension's, which only
-        # restores its loop variable before re-raising: neither needs to see the exception.
-        if handler == ["PUSH_EXC_INFO", "WITH_EXCEPT_START"] or handler[:1] == ["SWAP"]:
-            continue
         covered = [n for offset, n in index.items() if entry.start <= offset < entry.end]
         if covered:
-            ranges.append((min(covered), max(covered)))
-    return ranges
+            handlers.append(
+                Handler(min(covered), max(covered), target, entry.depth, bool(entry.lasti))
+            )
+    return handlers
 
 
-def in_user_try(code: types.CodeType, index: int) -> bool:
-    """Whether instruction `index` runs under a user's try/except/finally, whose handler
-    must see what it raises (so it cannot run outside, in the entry function)."""
-    return any(start <= index <= end for start, end in _user_handlers(code))
+def user_handler(code: types.CodeType, index: int) -> Handler | None:
+    """The handler (try/except/finally, or a `with` block's cleanup) that instruction
+    `index` runs under, if any: what the instruction raises must reach it."""
+    for handler in _user_handlers(code):
+        if handler.start <= index <= handler.end:
+            return handler
+    return None

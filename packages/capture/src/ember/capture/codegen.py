@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bytecode import BinaryOp, Bytecode, CompilerFlags, Instr, Label
+from bytecode import BinaryOp, Bytecode, CompilerFlags, Instr, Label, TryBegin, TryEnd
 
 from ember.capture.guards.source import Source, call_instructions, load_const
 
@@ -90,6 +90,11 @@ class Continuation:
     resume: Callable[..., Any] | None = None
     # A branch: (the jump's opcode name, resume at its target, resume after it).
     branch: tuple[str, Callable[..., Any], Callable[..., Any]] | None = None
+    # Under a user's try: (resume at the handler, the stack depth it keeps); the entry
+    # function runs the instruction under a try of its own that hands the exception on.
+    # `lasti`: the handler also expects an instruction offset (a `with` block's cleanup);
+    # it gets 0, which only affects the line a re-raised traceback shows.
+    catch: tuple[Callable[..., Any], int, bool] | None = None
 
 
 def entry_function(
@@ -105,7 +110,7 @@ def entry_function(
     """`def entry(L): outs = compiled(*<inputs>); <effects>; return <output rebuilt>`, or,
     after a break, `...; <instruction>; return resume(*<stack>, *<locals>)`."""
     load_locals = [Instr("LOAD_FAST", "L")]
-    body: list[Instr | Label] = [Instr("RESUME", 0)]
+    body: list[Instr | Label | TryBegin | TryEnd] = [Instr("RESUME", 0)]
     for step in prologue or ():
         body += _emit_effect(step, load_locals, globals_dict)
     if compiled is not None:
@@ -158,10 +163,10 @@ def _emit_continuation(
     load_locals: list[Instr],
     globals_dict: dict[str, Any],
     replay: list[Instr],
-) -> list[Instr | Label]:
+) -> list[Instr | Label | TryBegin | TryEnd]:
     import torch
 
-    out: list[Instr | Label] = [
+    out: list[Instr | Label | TryBegin | TryEnd] = [
         Instr("PUSH_NULL"),
         load_const(torch.set_grad_enabled),
         load_const(plan.grad_mode),
@@ -170,20 +175,25 @@ def _emit_continuation(
     ]
     split = len(plan.stack) - plan.consumed
     kept: list[str] = []
+    kept_positions: list[int] = []
     for index, item in enumerate(plan.stack[:split]):
         if item.kind == "null":
             continue
         out += _emit_output(item, load_locals, globals_dict)
         kept.append(f"__ember_stack{index}")
+        kept_positions.append(index)
         out.append(Instr("STORE_FAST", kept[-1]))
     local_names = []
     for index, item in enumerate(plan.locals):
         out += _emit_output(item, load_locals, globals_dict)
         local_names.append(f"__ember_local{index}")
         out.append(Instr("STORE_FAST", local_names[-1]))
+    out += replay  # the side effects happen before the instruction
+    try_begin = TryBegin(Label(), False) if plan.catch is not None else None
+    if try_begin is not None:
+        out.append(try_begin)
     for item in plan.stack[split:]:
         out += _emit_output(item, load_locals, globals_dict)
-    out += replay  # stack-neutral: the side effects happen before the instruction
 
     def resume_call(resume: Callable[..., Any], produced: bool) -> list[Instr]:
         code = [Instr("PUSH_NULL"), load_const(resume)]
@@ -202,14 +212,39 @@ def _emit_continuation(
         out += resume_call(at_target, False)
         return out
     out += plan.instructions
+    if try_begin is not None:
+        out.append(TryEnd(try_begin))
     if plan.resume is None:  # the instruction raised or returned
-        return [*out, load_const(None), Instr("RETURN_VALUE")]
-    out += [Instr("BUILD_TUPLE", plan.produced), Instr("STORE_FAST", PRODUCED)]
-    return [*out, *resume_call(plan.resume, True)]
+        out += [load_const(None), Instr("RETURN_VALUE")]
+    else:
+        out += [Instr("BUILD_TUPLE", plan.produced), Instr("STORE_FAST", PRODUCED)]
+        out += resume_call(plan.resume, True)
+    if plan.catch is not None and try_begin is not None:
+        at_handler, depth, lasti = plan.catch
+        below = [name for name, index in zip(kept, kept_positions) if index < depth]
+        offset = [load_const(0)] if lasti else []
+        assert isinstance(try_begin.target, Label)
+        out += [
+            try_begin.target,
+            Instr("STORE_FAST", CAUGHT),
+            Instr("PUSH_NULL"),
+            load_const(at_handler),
+            *[Instr("LOAD_FAST", n) for n in local_names],
+            Instr("BUILD_TUPLE", len(local_names)),
+            *[Instr("LOAD_FAST", n) for n in below],
+            *offset,
+            Instr("LOAD_FAST", CAUGHT),
+            Instr("BUILD_TUPLE", len(below) + len(offset) + 1),
+            Instr("BINARY_OP", BinaryOp.ADD),
+            Instr("CALL_FUNCTION_EX", 0),
+            Instr("RETURN_VALUE"),
+        ]
+    return out
 
 
 PRODUCED = "__ember_produced"
 RESULT = "__ember_result"
+CAUGHT = "__ember_caught"
 
 
 def _emit_output(

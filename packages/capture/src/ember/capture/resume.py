@@ -26,7 +26,9 @@ def resume_function(
     """`fn`'s code from instruction index `target` on, given the stack (True marks a NULL
     slot) and the locals, which become the parameters (locals first, then the stack)."""
     code = fn.__code__
-    original = Bytecode.from_code(code)
+    # The try regions keep the original's handler stack depths: the prologue jumps into the
+    # middle of a region, past where bytecode would otherwise compute them.
+    original = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     start = Label()
     items: list[object] = []
     count = 0
@@ -73,7 +75,12 @@ def resume_function(
     bytecode.filename = code.co_filename
     bytecode.first_lineno = code.co_firstlineno
     bytecode.docstring = None
-    resumed = types.FunctionType(bytecode.to_code(), fn.__globals__, name, None, fn.__closure__)
+    # The prologue pushes no more than the original held at the target; handlers reached
+    # only through exceptions need the original's stack size too.
+    resumed_code = bytecode.to_code(
+        stacksize=code.co_stacksize + 1, compute_exception_stack_depths=False
+    )
+    resumed = types.FunctionType(resumed_code, fn.__globals__, name, None, fn.__closure__)
     resumed.__qualname__ = (
         f"{fn.__qualname__.rsplit('.', 1)[0]}.{name}" if "." in fn.__qualname__ else name
     )

@@ -24,10 +24,10 @@ from ember.capture import logs
 from ember.capture.break_point import (
     BRANCHES,
     callable_index,
-    in_user_try,
     instructions,
     is_method_load,
     stack_effect,
+    user_handler,
 )
 from ember.capture.breaks import GraphBreak
 from ember.capture.bytecode import Frame
@@ -291,16 +291,24 @@ def _continuation(
         at_next = resume_function(fn, frame.break_pc + 1, prefix, names, line)
         branch = (BRANCHES[step.name], compile_function(at_target), compile_function(at_next))
         return Continuation(grad_mode, stack_plans, 1, [], 0, values, branch=branch)
-    if in_user_try(fn.__code__, frame.break_pc):
-        # What the instruction raises must reach the user's handler: the resume function
-        # starts at the instruction itself, and runs as plain Python.
+    handler = user_handler(fn.__code__, frame.break_pc)
+    if handler is not None and handler.depth > split:
+        # The handler expects what the entry function cannot give it: the resume function
+        # starts at the instruction itself (under the user's try) and runs as plain Python.
         layout = [item.kind == "null" for item in stack_plans]
         resumed = resume_function(fn, frame.break_pc, layout, names, line)
         return Continuation(grad_mode, stack_plans, 0, [], 0, values, resumed)
+    catch = None
+    if handler is not None:
+        # What the instruction raises goes to the user's handler, resumed as plain Python
+        # with the stack below the try and the exception.
+        below = prefix[: handler.depth] + [False] * (2 if handler.lasti else 1)
+        at_handler = resume_function(fn, handler.target, below, names, line)
+        catch = (at_handler, handler.depth, handler.lasti)
     code = instructions(step, frame.kw_names, line)
     resume = None
     if step.name != "RAISE_VARARGS":
         layout = prefix + ([True] if is_method_load(step) else []) + [False] * left
         resumed = resume_function(fn, frame.break_pc + 1, layout, names, line)
         resume = compile_function(resumed)
-    return Continuation(grad_mode, stack_plans, used, code, left, values, resume)
+    return Continuation(grad_mode, stack_plans, used, code, left, values, resume, catch=catch)
