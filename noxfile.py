@@ -39,6 +39,8 @@ LINT_DEPS = (
 )
 TEST_BACKEND = ROOT / "packages" / "capture" / "tests" / "fixtures" / "ember_test_backend"
 ISOLATED_LAYERS = ("prims", "capture")
+# The vendor example: a backend built on ember-prims and ember-capture alone.
+VENDOR_EXAMPLE = ROOT / "examples" / "numpy_backend"
 ABSENT_IN_ISOLATION = ("ember.autodiff", "ember.inductor", "ember.runtime")
 
 MYPY_PATHS = (
@@ -78,9 +80,13 @@ def _install_editable(session: nox.Session, *extra: str, umbrella: bool = True) 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Every package's tests and integration-tests/, against editable installs."""
+    """Every package's tests, integration-tests/ and the benchmark runner's tests, against
+    editable installs."""
     _install_editable(session, *TEST_DEPS, *_test_backend())
-    session.run("pytest", "-n", "2", *_test_dirs(), "integration-tests", *session.posargs)
+    session.run(
+        "pytest", "-n", "2", *_test_dirs(), "integration-tests", "benchmarks/tests",
+        *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session
@@ -111,17 +117,19 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def isolation(session: nox.Session) -> None:
-    """Only the ember-prims and ember-capture wheels (built by hatch) in a venv without the
-    other layers: they import, and their tests pass against the installed wheels."""
+    """Only the ember-prims and ember-capture wheels (built by hatch), and the numpy_prims vendor
+    example, in a venv without the other layers: they import, and their tests pass against the
+    installed wheels."""
     session.install("hatch")
     wheel_dir = Path(session.create_tmp()).resolve() / "wheels"
     shutil.rmtree(wheel_dir, ignore_errors=True)
-    for layer in ISOLATED_LAYERS:
-        with session.chdir(ROOT / "packages" / layer):
+    projects = [ROOT / "packages" / layer for layer in ISOLATED_LAYERS] + [VENDOR_EXAMPLE]
+    for project in projects:
+        with session.chdir(project):
             session.run("hatch", "build", "-t", "wheel", str(wheel_dir))
     wheels = sorted(str(path) for path in wheel_dir.glob("*.whl"))
-    if len(wheels) != len(ISOLATED_LAYERS):
-        session.error(f"expected {len(ISOLATED_LAYERS)} wheels in {wheel_dir}, found {wheels}")
+    if len(wheels) != len(projects):
+        session.error(f"expected {len(projects)} wheels in {wheel_dir}, found {wheels}")
     test_deps = [dep for dep in TEST_DEPS if dep not in ("transformers", "import-linter")]
     session.install(TORCH, *wheels, *test_deps, *_test_backend())
     # A reused venv may hold an older build of the same version: replace ours, drop the rest.
@@ -143,7 +151,8 @@ def isolation(session: nox.Session) -> None:
         session.run("python", "-c", check)
     session.run(
         "pytest", "-n", "2", "-p", "no:cacheprovider",
-        *[f"packages/{layer}/tests" for layer in ISOLATED_LAYERS], *session.posargs,
+        *[f"packages/{layer}/tests" for layer in ISOLATED_LAYERS],
+        str(VENDOR_EXAMPLE.relative_to(ROOT) / "tests"), *session.posargs,
         env={"EMBER_TEST_INSTALLED": "1"},
     )  # fmt: skip
 
