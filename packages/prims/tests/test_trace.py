@@ -260,3 +260,20 @@ def test_graph_is_plain_data() -> None:
     for node in graph.nodes:
         assert isinstance(node.target, str)
         assert not any(callable(a) and not isinstance(a, type) for a in node.args)
+
+
+def test_ops_without_results_and_named_result_tuples() -> None:
+    def fn(a: torch.Tensor) -> tuple[object, ...]:
+        inverse = torch.linalg.inv(a)  # records aten::_linalg_check_errors, which returns nothing
+        values, indices = torch.sort(a[0])
+        return inverse, torch.topk(a[1], 2), values, indices, a.shape
+
+    a = torch.randn(3, 3) + 3 * torch.eye(3)
+    graph = _saved_and_loaded(trace(fn, a))
+    assert graph.op_counts()["aten::_linalg_check_errors.default"] == 1
+    inverse, (top, where), values, indices, shape = run(graph, a)
+    expected = fn(a)
+    _assert_close(
+        (inverse, top, where, values, indices), (expected[0], *expected[1], *expected[2:4])
+    )
+    assert shape == (3, 3)

@@ -150,6 +150,8 @@ def _materialize(
 
 
 def _store(node: Node, result: Any, env: dict[str, Any]) -> None:
+    if not node.outputs:
+        return  # an op run for its checks or effects only
     results = (result,) if len(node.outputs) == 1 else tuple(result)
     for output, produced in zip(node.outputs, results):
         if isinstance(output, Value):

@@ -83,6 +83,8 @@ def _retrace_node(
         ) from error
     for recorded in tracer.graph.nodes[start:]:
         recorded.source = node.source
+    if not node.outputs:
+        return  # an op run for its checks or effects only
     results = (result,) if len(node.outputs) == 1 else tuple(result)
     for output, produced in zip(node.outputs, results):
         if isinstance(output, Value):

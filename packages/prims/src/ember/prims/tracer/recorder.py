@@ -183,6 +183,8 @@ class Tracer:
             node.outputs.append(output)
             wrapped.append(python_value)
         self.graph.nodes.append(node)
+        if not schema.returns:
+            return None  # ops that only check (e.g. _linalg_check_errors) return nothing
         return wrapped[0] if len(schema.returns) == 1 else tuple(wrapped)
 
     def _meta_call(self, func: Any, target: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -380,9 +382,11 @@ class _RecordingMode(TorchDispatchMode):
 
 
 def _plain_tuples(tree: Any) -> Any:
-    """`tree` with torch's named result tuples (`torch.return_types.sort`, ...) as plain
-    tuples: the Graph's output signature holds builtin containers only."""
-    if isinstance(tree, tuple) and type(tree).__module__ == "torch.return_types":
+    """`tree` with torch's named result tuples (`torch.return_types.sort`, ...) and sizes as
+    plain tuples: the Graph's output signature holds builtin containers only."""
+    if isinstance(tree, torch.Size) or (
+        isinstance(tree, tuple) and type(tree).__module__ == "torch.return_types"
+    ):
         return tuple(_plain_tuples(item) for item in tree)
     if type(tree) in (tuple, list):
         return type(tree)(_plain_tuples(item) for item in tree)
