@@ -14,8 +14,6 @@ import torch.nn.functional as F
 from torch import nn
 
 import ember.capture as capture
-import ember.prims as prims
-from ember.inductor.backend import inductor
 
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
 
@@ -106,21 +104,24 @@ MODULES: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
 }
 
 
-def _check_module(model: nn.Module, inputs: tuple[torch.Tensor, ...], train: bool) -> None:
+def _check_module(
+    model: nn.Module, inputs: tuple[torch.Tensor, ...], train: bool, grad_inputs: bool = True
+) -> None:
     reference = copy.deepcopy(model)
     compiled = capture.compile(model)
     if not train:
         with torch.no_grad():
             torch.testing.assert_close(compiled(*inputs), reference(*inputs), **TOLERANCE)
     else:
-        ours = [t.clone().requires_grad_() for t in inputs]
-        theirs = [t.clone().requires_grad_() for t in inputs]
+        ours = [t.clone().requires_grad_(grad_inputs) for t in inputs]
+        theirs = [t.clone().requires_grad_(grad_inputs) for t in inputs]
         out, expected = compiled(*ours), reference(*theirs)
         torch.testing.assert_close(out, expected, **TOLERANCE)
         out.pow(2).sum().backward()
         expected.pow(2).sum().backward()
         for a, b in zip(ours, theirs):
-            torch.testing.assert_close(a.grad, b.grad, **TOLERANCE)
+            if grad_inputs:
+                torch.testing.assert_close(a.grad, b.grad, **TOLERANCE)
         for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters()):
             torch.testing.assert_close(p.grad, q.grad, **TOLERANCE, msg=name)
     for (name, a), (_, b) in zip(model.named_buffers(), reference.named_buffers()):
@@ -184,30 +185,21 @@ def test_transformers_resnet_from_config(train: bool) -> None:
 
 @pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
 def test_transformers_gpt2_from_config(train: bool) -> None:
-    """GPT-2 (2 layers) traced with ember.prims.trace and compiled by the inductor backend
-    (ember.compile cannot capture GPT2Model's forward yet: a capture issue, not inductor's)."""
+    """GPT-2 (2 layers; the 12-layer GPT-2 small config is checked by hand, see the report)."""
     torch.manual_seed(0)
     config = transformers.GPT2Config(
         n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=32, bos_token_id=0,
         eos_token_id=0, attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0,
     )  # fmt: skip
-    model = transformers.GPT2LMHeadModel(config).train(train)
 
-    def logits(ids: torch.Tensor, *params: torch.Tensor) -> torch.Tensor:
-        state = dict(zip(names, params))
-        return torch.func.functional_call(model, state, (ids,)).logits
+    class Logits(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = transformers.GPT2LMHeadModel(config)
 
-    names = [name for name, _ in model.named_parameters()]
-    params = [p.detach().clone().requires_grad_(train) for _, p in model.named_parameters()]
-    ids = torch.randint(0, 128, (2, 16))
-    graph = prims.trace(logits, ids, *params)
-    compiled = inductor(graph, [ids, *params])
-    ours = [p.detach().clone().requires_grad_(train) for p in params]
-    with torch.set_grad_enabled(train):
-        out, expected = compiled(ids, *ours), logits(ids, *params)
-    torch.testing.assert_close(out, expected, **TOLERANCE)
-    if train:
-        out.pow(2).mean().backward()
-        expected.pow(2).mean().backward()
-        for name, mine, theirs in zip(names, ours, params):
-            torch.testing.assert_close(mine.grad, theirs.grad, **TOLERANCE, msg=name)
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.model(input_ids=ids).logits
+
+    _check_module(
+        Logits().train(train), (torch.randint(0, 128, (2, 16)),), train, grad_inputs=False
+    )
