@@ -7,7 +7,6 @@ the condition for real and calls one of two resume functions.
 
 from __future__ import annotations
 
-import dis
 import sys
 import types
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from bytecode import Instr
+from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 
 from ember.capture.bytecode.frame import Step
 from ember.capture.guards.source import call_instructions
@@ -131,21 +130,30 @@ class Handler:
 
 @lru_cache(maxsize=256)
 def _user_handlers(code: types.CodeType) -> list[Handler]:
-    """Exception handlers (a try's, a `with` block's cleanup) by the range they cover."""
-    instructions = [
-        i for i in dis.get_instructions(code) if i.opname not in ("EXTENDED_ARG", "CACHE")
-    ]
-    index = {instr.offset: n for n, instr in enumerate(instructions)}
-    handlers = []
-    for entry in dis.Bytecode(code).exception_entries:  # type: ignore[attr-defined]
-        target = index.get(entry.target)
-        if target is None:
-            continue
-        covered = [n for offset, n in index.items() if entry.start <= offset < entry.end]
-        if covered:
-            handlers.append(
-                Handler(min(covered), max(covered), target, entry.depth, bool(entry.lasti))
-            )
+    """Exception handlers (a try's, a `with` block's cleanup) by the range they cover, in
+    the instruction indexes of `decode` (both read the code with `bytecode`)."""
+    items = list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True))
+    labels: dict[Label, int] = {}
+    count = 0
+    for item in items:
+        if isinstance(item, Label):
+            labels[item] = count
+        elif isinstance(item, Instr):
+            count += 1
+    handlers: list[Handler] = []
+    open_entries: dict[int, tuple[TryBegin, int]] = {}
+    count = 0
+    for item in items:
+        if isinstance(item, TryBegin):
+            open_entries[id(item)] = (item, count)
+        elif isinstance(item, TryEnd):
+            begin, first = open_entries.pop(id(item.entry), (item.entry, count))
+            depth = begin.stack_depth
+            if isinstance(begin.target, Label) and isinstance(depth, int) and count > first:
+                target = labels[begin.target]
+                handlers.append(Handler(first, count - 1, target, depth, begin.push_lasti))
+        elif isinstance(item, Instr):
+            count += 1
     return handlers
 
 
