@@ -39,6 +39,7 @@ from ember.runtime import ArtifactCache
 
 logger = logging.getLogger("ember.inductor")
 output_code = topic_logger("output_code")
+perf_hints = topic_logger("perf_hints")
 
 # What the C++ pipeline decomposes: everything the prims tables cover but the extern ops.
 DECOMPOSITIONS = {k: v for k, v in PRIM_DECOMPOSITIONS.items() if k not in EXTERN_OPS}
@@ -75,7 +76,14 @@ def generate(graph: Graph, backend: CodegenBackend, config: InductorConfig) -> d
         timings[name] = (time.perf_counter() - started) * 1e3
         return result
 
-    graph = timed("decompose", decompose, graph, DECOMPOSITIONS)
+    if graph.symbols:
+        # TODO(issue 6): ember-prims' decompose needs static sizes; until it takes symbols,
+        # a dynamic Graph keeps its ATen ops (extern and fallback calls, no fusion)
+        perf_hints.info(
+            "graph %s has symbolic sizes: not decomposed, its ops run eagerly", graph.name
+        )
+    else:
+        graph = timed("decompose", decompose, graph, DECOMPOSITIONS)
     graph = timed("eliminate_common_subexpressions", eliminate_common_subexpressions, graph)
     graph = timed("eliminate_dead_code", eliminate_dead_code, graph)
     program: Program = timed("lower", lower_graph, graph)

@@ -102,6 +102,14 @@ def _view(arg: TensorArg, program: Program) -> str:
         and layout.offset == 0
     ):
         return arg.storage
+    declared = program.storages[arg.storage].declared
+    if (  # an input or extern result viewed whole: the tensor itself
+        declared is not None
+        and layout.offset == 0
+        and declared.size == layout.size
+        and declared.stride == layout.stride
+    ):
+        return arg.storage
     offset = python_index(layout.offset)
     if own is None:  # inputs and extern results: our offsets count from their first element
         offset = f"{arg.storage}.storage_offset() + {offset}"

@@ -343,7 +343,7 @@ def _lower(graph: Graph, force: set[str]) -> Program:
             raise Unlowerable(f"input {graph_input.value.name} is not a tensor")
         name = f"in{position}"
         layout = spec_layout(spec, relative=True)
-        program.storages[name] = Storage(name, spec.dtype, None, is_input=True)
+        program.storages[name] = Storage(name, spec.dtype, None, is_input=True, declared=layout)
         program.input_storages.append(name)
         ctx.env[graph_input.value.name] = StorageView(name, layout)
         for dim, size in enumerate(spec.shape):
