@@ -11,11 +11,14 @@ the same code, reuses it.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from ember.inductor.codegen.backend import CodegenBackend, KernelSource
@@ -138,6 +141,7 @@ def _graph_key(graph: Graph, config: InductorConfig) -> str | None:
     except Exception:  # a Graph the format cannot carry is compiled, just not cached
         return None
     versions = {name: _version(name) for name in ("ember-inductor", "ember-prims", "torch")}
+    versions["sources"] = _source_fingerprint()
     return ArtifactCache.key(payload, config=dict(cache_key(config)), versions=versions)
 
 
@@ -152,6 +156,21 @@ def _cached(cache: ArtifactCache, key: str | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     return artifact if isinstance(artifact, dict) else None
+
+
+@functools.cache
+def _source_fingerprint() -> str:
+    """A hash of ember-inductor's and ember-prims' own source (lowerings, decompositions and
+    code generation decide what a graph compiles to; an edit must miss the cache even when
+    the version number stays)."""
+    import ember.prims
+
+    digest = hashlib.sha256()
+    for package in (Path(__file__).parent, Path(ember.prims.__file__).parent):
+        for path in sorted(package.rglob("*.py")):
+            digest.update(str(path.relative_to(package)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def _version(name: str) -> str:
