@@ -33,13 +33,23 @@ class CompiledGraph:
                 target = graph_input.target or graph_input.value.name
                 self._state.append((i, graph.constants[target]))
         self._count = len(graph.inputs)
+        # the common case, a flat tuple of tensors: no pytree walk per call
+        self._flat_inputs = self.in_spec.kind == "tuple" and all(
+            child.kind == "leaf" for child in self.in_spec.children
+        )
+        self._flat_outputs = self.out_spec.kind == "tuple" and all(
+            child.kind == "leaf" for child in self.out_spec.children
+        )
 
     def __call__(self, *inputs: Any) -> Any:
-        leaves, _ = tree_flatten(inputs)
+        leaves = inputs if self._flat_inputs else tree_flatten(inputs)[0]
         args: list[Any] = [None] * self._count
         for position, leaf in zip(self._user_positions, leaves):
             if position is not None:
                 args[position] = leaf
         for position, tensor in self._state:
             args[position] = tensor
-        return tree_unflatten(list(self.call(args)), self.out_spec)
+        results = self.call(args)
+        if self._flat_outputs:
+            return tuple(results)
+        return tree_unflatten(list(results), self.out_spec)
