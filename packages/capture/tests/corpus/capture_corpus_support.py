@@ -5,6 +5,7 @@ state a program writes elsewhere (`state`), and the graph and break counts on tw
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,14 @@ class Case:
     # Each run gets fresh copies of the inputs; False shares them (modules as arguments,
     # whose identity is guarded, in programs that do not mutate them).
     copy_inputs: bool = True
+    # Counts on Python 3.12 where they differ: 3.12 inlines comprehensions into the function
+    # (PEP 709), so a break inside one resumes in the same frame instead of a callee's.
+    py312: tuple[int, int] | None = None  # (graphs, breaks)
+
+    def expected_counts(self) -> tuple[int, int]:
+        if self.py312 is not None and sys.version_info >= (3, 12):
+            return self.py312
+        return self.graphs, self.breaks
 
     @property
     def id(self) -> str:
@@ -60,11 +69,12 @@ def check(case: Case) -> None:
     with collecting() as seen:
         actual = _run(case, compiled, inputs)
     assert_same(actual, expected)
-    assert counter.frame_count == case.graphs, f"captured {counter.frame_count} graphs"
-    assert seen.break_count == case.breaks, f"{seen.break_count} breaks: {seen.breaks}"
+    graphs, breaks = case.expected_counts()
+    assert counter.frame_count == graphs, f"captured {counter.frame_count} graphs"
+    assert seen.break_count == breaks, f"{seen.break_count} breaks: {seen.breaks}"
     again = _run(case, compiled, inputs)
     assert_same(again, expected)
-    assert counter.frame_count == case.graphs, "a second identical call recompiled"
+    assert counter.frame_count == graphs, "a second identical call recompiled"
 
 
 def assert_same(actual: Any, expected: Any) -> None:

@@ -182,6 +182,9 @@ def list_append(frame: Frame, instr: Step) -> None:
     value = frame.pop()
     target = frame.stack[-instr.arg]
     assert isinstance(target, ListVariable)
+    # A comprehension's list arrives from outside when a 3.12 (inlined) comprehension
+    # resumes after a graph break: the append must be replayed onto it.
+    target.check_mutable()
     target.values.append(value)
 
 
@@ -199,6 +202,7 @@ def map_add(frame: Frame, instr: Step) -> None:
     key = frame.pop()
     target = frame.stack[-instr.arg]
     assert isinstance(target, DictVariable)
+    target.check_mutable()
     target.entries[key.constant()] = value
 
 
@@ -207,6 +211,7 @@ def list_extend(frame: Frame, instr: Step) -> None:
     values = frame.pop()
     target = frame.stack[-instr.arg]
     assert isinstance(target, ListVariable)
+    target.check_mutable()
     target.values.extend(values.items(frame))
 
 
