@@ -42,6 +42,7 @@ class LoopNode:
     reduction_ranges: tuple[Expr, ...] = ()
     reduction_variables: tuple[sympy.Symbol, ...] = ()
     reduction_type: str | None = None
+    sources: tuple[str, ...] = ()  # the user lines it computes (`model.py:12: code`)
 
     def reads(self) -> set[str]:
         return {str(value.args[0]) for value in walk(self.body) if value.op == "load"}

@@ -83,6 +83,7 @@ class Lazy:
     family: ViewFamily = field(default_factory=ViewFamily)  # shared with its views
     cost: int = 1  # ops in the tree when fully inlined (recomputation is bounded by it)
     realized: StorageView | None = None  # set once computed into a buffer
+    sources: tuple[str, ...] = ()  # the user lines it computes, for comments in kernels
 
     def loader(self) -> Loader:
         return self.realized.loader() if self.realized is not None else self.fn

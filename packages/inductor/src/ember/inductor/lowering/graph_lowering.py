@@ -78,6 +78,11 @@ class LoweringContext:
             return "output"
         return self.node.target.split("::")[-1].split(".")[0]
 
+    def source(self) -> tuple[str, ...]:
+        """The current node's user line, as kernels quote it."""
+        where = self.node.source if self.node is not None else None
+        return (f"{where.short()}: {where.code.strip()}",) if where is not None else ()
+
     def new_buffer(self, layout: Layout) -> str:
         name = self.fresh("buf")
         self.program.storages[name] = Storage(name, layout.dtype, layout)
@@ -110,6 +115,7 @@ class LoweringContext:
                 body=tree,
                 dtype=value.dtype,
                 origins=value.origins or (self.origin(),),
+                sources=_merge(value.sources, self.source()),
             )
         )
         value.realized = StorageView(storage, layout)
@@ -123,6 +129,7 @@ class LoweringContext:
         reduction_type: str,
         dtype: torch.dtype,
         origins: tuple[str, ...],
+        sources: tuple[str, ...] = (),
     ) -> StorageView:
         """A reduction node: `fn(x + r)` reduced over `r` for every `x`; its buffer's view."""
         layout = Layout.contiguous(dtype, tuple(ranges))
@@ -140,6 +147,7 @@ class LoweringContext:
                 body=tree,
                 dtype=dtype,
                 origins=(*origins, self.origin()),
+                sources=_merge(sources, self.source()),
                 reduction_ranges=tuple(reduction_ranges),
                 reduction_variables=tuple(rs),
                 reduction_type=reduction_type,
@@ -187,6 +195,7 @@ class LoweringContext:
                 body=tree,
                 dtype=destination.dtype,
                 origins=(self.origin(),),
+                sources=_merge(source.sources if isinstance(source, Lazy) else (), self.source()),
             )
         )
 
@@ -412,6 +421,8 @@ def _lower_node(ctx: LoweringContext, node: Node) -> None:
             continue
         if lowered.family.root is None:
             lowered.family.root = value.name
+        read = [a for a in args if isinstance(a, Lazy)]
+        lowered.sources = _merge(*(a.sources for a in read), lowered.sources, ctx.source())
         shared = ctx.uses_left.get(value.name, 0) > 1 and lowered.cost > REALIZE_SHARED_COST
         if value.name in ctx.force_realize or shared or lowered.cost > REALIZE_ANY_COST:
             ctx.realize(lowered, ctx.spec_layout(value.name))
@@ -462,6 +473,11 @@ def _trace(
 def _copy(ctx: LoweringContext, value: StorageView) -> StorageView:
     fresh = Lazy(value.dtype, value.size, value.loader(), value.reads, (ctx.origin(),))
     return ctx.realize(fresh)
+
+
+def _merge(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    """User lines in first-seen order, at most a dozen (a kernel comment, not a log)."""
+    return tuple(dict.fromkeys(line for group in groups for line in group))[-12:]
 
 
 def _extent(layout: Layout) -> Expr:

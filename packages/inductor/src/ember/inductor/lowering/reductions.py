@@ -42,8 +42,10 @@ def reduce(
             load(full), dtype if reduction_type not in {"argmax", "argmin"} else a.dtype
         )
 
-    origins = a.origins if isinstance(a, Lazy) and a.realized is None else ()
-    return ctx.reduction(fn, ranges, reduction_ranges, reduction_type, dtype, origins)
+    pending = isinstance(a, Lazy) and a.realized is None
+    origins = a.origins if isinstance(a, Lazy) and pending else ()
+    sources = a.sources if isinstance(a, Lazy) and pending else ()
+    return ctx.reduction(fn, ranges, reduction_ranges, reduction_type, dtype, origins, sources)
 
 
 def _simple(name: str, reduction_type: str) -> None:

@@ -226,9 +226,11 @@ class CppKernel:
             for a in arguments
             if a.kind == "pointer"
         ]
-        source = "\n".join(
-            [f'extern "C" void {kernel.name}({", ".join(params)})', "{", *casts, *body_lines, "}"]
-        )
+        lines = dict.fromkeys(line for m in kernel.members for line in m.node.sources)
+        # a backslash ending a // comment would continue it onto the next line
+        comments = [f"// {line.replace(chr(92), '/')}" for line in lines]
+        signature = f'extern "C" void {kernel.name}({", ".join(params)})'
+        source = "\n".join([*comments, signature, "{", *casts, *body_lines, "}"])
         return KernelSource(kernel.name, source, arguments)
 
     def _pointee(self, storage: str) -> str:
