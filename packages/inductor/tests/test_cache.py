@@ -49,6 +49,7 @@ def test_killed_compile_leaves_the_next_run_correct(tmp_path: Path) -> None:
     slow_compiler = tmp_path / "slow-g++"
     slow_compiler.write_text(
         "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then echo "slow g++ 1.0"; exit 0; fi\n'
         "for last; do :; done\n"
         'echo partial > "$last"\n'  # a half-written output, as a killed compiler leaves
         "touch " + str(tmp_path / "started") + "\n"
