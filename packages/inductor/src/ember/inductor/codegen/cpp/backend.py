@@ -12,8 +12,7 @@ from ember.inductor.codegen.cpp.kernel import CppKernel
 from ember.inductor.codegen.cpp.ops import PRELUDE
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
-from ember.runtime import ArtifactCache
-from ember.runtime.loader.shared_library import load_shared_library
+from ember.runtime import ArtifactCache, load_shared_library
 
 
 class CppBackend:
