@@ -7,7 +7,12 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 
 from ember.inductor.codegen.backend import KernelSource
-from ember.inductor.codegen.cpp.compiler import FLAGS, compile_shared_library, compiler_version
+from ember.inductor.codegen.cpp.compiler import (
+    FLAGS,
+    compile_shared_library,
+    compiler_version,
+    vector_math_flags,
+)
 from ember.inductor.codegen.cpp.kernel import CppKernel
 from ember.inductor.codegen.cpp.ops import PRELUDE
 from ember.inductor.ir.program import Program
@@ -29,7 +34,7 @@ class CppBackend:
     def load(self, module: str, cache: ArtifactCache) -> dict[str, Callable[..., None]]:
         key = cache.key(
             module.encode(),
-            config={"flags": list(FLAGS)},
+            config={"flags": [*FLAGS, *vector_math_flags()]},
             versions={"ember-inductor": _version(), "compiler": compiler_version()},
         )
         library = load_shared_library(cache, key, lambda: compile_shared_library(module))

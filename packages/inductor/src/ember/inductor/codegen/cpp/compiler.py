@@ -21,11 +21,34 @@ FLAGS = (
     # errno and FP traps are never observed by torch's semantics; without them GCC can
     # vectorize sqrt and if-convert masked loads
     "-fno-math-errno", "-fno-trapping-math",
-    # glibc declares the SIMD variants of expf, erff, tanhf, ... (libmvec) only when this
-    # macro is set; defining it changes no arithmetic (that is -ffast-math, not used)
-    "-D__FAST_MATH__",
 )  # fmt: skip
-LIBRARIES = ("-lmvec", "-lm")
+# glibc declares the SIMD variants of expf, erff, tanhf, ... (libmvec) only when this macro
+# is set; defining it changes no arithmetic (that is -ffast-math, which is not used). Used
+# only where a test program links against libmvec (glibc on x86-64 and aarch64).
+VECTOR_MATH = ("-D__FAST_MATH__", "-lmvec")
+
+
+@functools.cache
+def vector_math_flags() -> tuple[str, ...]:
+    """`VECTOR_MATH` if the compiler can link against glibc's vector math library, else ()."""
+    with tempfile.TemporaryDirectory(prefix="ember-cpp-probe-") as directory:
+        source = Path(directory) / "probe.cpp"
+        source.write_text(
+            '#include <cmath>\nextern "C" float probe(float x) { return std::exp(x); }\n'
+        )
+        command = [
+            COMPILER,
+            *FLAGS,
+            str(source),
+            "-o",
+            str(Path(directory) / "probe.so"),
+            *VECTOR_MATH,
+        ]
+        try:
+            result = subprocess.run(command, capture_output=True, check=False)
+        except OSError:
+            return ()
+        return VECTOR_MATH if result.returncode == 0 else ()
 
 
 @functools.cache
@@ -46,7 +69,7 @@ def compile_shared_library(source: str) -> bytes:
         source_path = Path(directory) / "module.cpp"
         output_path = Path(directory) / "module.so"
         source_path.write_text(source)
-        command = [COMPILER, *FLAGS, str(source_path), "-o", str(output_path), *LIBRARIES]
+        command = [COMPILER, *FLAGS, str(source_path), "-o", str(output_path), *vector_math_flags()]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise CompileError(
