@@ -51,8 +51,8 @@ def test_killed_compile_leaves_the_next_run_correct(tmp_path: Path) -> None:
         "#!/bin/sh\n"
         'if [ "$1" = --version ]; then echo "slow g++ 1.0"; exit 0; fi\n'
         'case "$*" in *probe*) exit 1;; esac\n'  # the vector-math probe: answer at once
-        "for last; do :; done\n"
-        'echo partial > "$last"\n'  # a half-written output, as a killed compiler leaves
+        'out=; prev=; for arg; do [ "$prev" = -o ] && out="$arg"; prev="$arg"; done\n'
+        'echo partial > "$out"\n'  # a half-written output, as a killed compiler leaves
         "touch " + str(tmp_path / "started") + "\n"
         "sleep 60\n"
     )
@@ -69,7 +69,7 @@ def test_killed_compile_leaves_the_next_run_correct(tmp_path: Path) -> None:
         """
     )
     env = {**os.environ, "CXX": str(slow_compiler)}
-    child = subprocess.Popen([sys.executable, "-c", script], env=env)
+    child = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=tmp_path)
     deadline = time.monotonic() + 120
     while not (tmp_path / "started").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
