@@ -171,7 +171,8 @@ def test_dynamic_views_reshapes_and_slices_match_eager() -> None:
         b = x[1:, :3].expand(2, rows - 1, 3)
         c = x.permute(1, 0)[:, ::2]
         d, e = x.split(2, dim=1)[:2]
-        return a, b, c.contiguous(), d * e, F.layer_norm(x, (x.shape[1],))
+        f = x[:, None, None, :] + x.view(rows, 1, 6, 1)  # broadcasting reshapes in prims
+        return a, b, c.contiguous(), d * e, F.layer_norm(x, (x.shape[1],)), f
 
     graph = trace(fn, torch.randn(6, 6), dynamic=True)
     for size in (6, 5, 11):

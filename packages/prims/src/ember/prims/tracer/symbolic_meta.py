@@ -142,6 +142,17 @@ def _view(self: torch.Tensor, size: Sequence[Size]) -> torch.Tensor:
     return self.as_strided(sizes, strides, self.storage_offset())
 
 
+def _reshape(self: torch.Tensor, shape: Sequence[Size]) -> torch.Tensor:
+    """A view where the layout allows one, otherwise a contiguous copy (as torch.reshape)."""
+    sizes = _infer_size(shape, _numel(self.shape))
+    if _is_contiguous(self):
+        return self.as_strided(sizes, contiguous_strides(sizes), self.storage_offset())
+    strides = _view_strides(list(self.shape), list(self.stride()), sizes)
+    if strides is None:
+        return _empty_like_contiguous(sizes, self.dtype)
+    return self.as_strided(sizes, strides, self.storage_offset())
+
+
 def _unsafe_view(self: torch.Tensor, size: Sequence[Size]) -> torch.Tensor:
     sizes = _infer_size(size, _numel(self.shape))
     return torch.empty_strided(sizes, contiguous_strides(sizes), dtype=self.dtype, device=_META)
@@ -297,6 +308,7 @@ def _safe_softmax(self: torch.Tensor, dim: int, dtype: torch.dtype | None = None
 SYMBOLIC_META: dict[str, MetaRule] = {
     "aten::view.default": _view,
     "aten::_unsafe_view.default": _unsafe_view,
+    "aten::reshape.default": _reshape,
     "aten::_reshape_alias.default": lambda self, size, stride: self.as_strided(
         size, stride, self.storage_offset()
     ),
