@@ -371,6 +371,20 @@ def comprehension_with_break(x):
     return [print(i) or x * i for i in range(2)]
 
 
+class NoGradHelper(nn.Module):
+    @torch.no_grad()
+    def forward(self, x):
+        print("inside a no_grad-decorated method")
+        return x * 2
+
+
+NO_GRAD_HELPER = NoGradHelper()
+
+
+def no_grad_decorated_callee_with_break(x):
+    return NO_GRAD_HELPER(x) + x
+
+
 def dict_comprehension_with_break(x):
     return {i: print(i) or x * i for i in range(2)}
 
@@ -548,6 +562,15 @@ CASES = cases(
     Case(format_tensor, lambda: (randn(4),), graphs=2, breaks=1),
     Case(no_grad_block, lambda: (randn(4).requires_grad_(),), graphs=2, breaks=1),
     Case(enable_grad_block, lambda: (randn(4).requires_grad_(),), graphs=2, breaks=1),
+    # The decorator's `with ctx_factory():` is a grad-mode block; grad mode comes back on.
+    Case(
+        no_grad_decorated_callee_with_break,
+        lambda: (randn(4).requires_grad_(),),
+        graphs=4,
+        breaks=3,
+        state=torch.is_grad_enabled,
+        copy_inputs=False,
+    ),
     Case(set_grad_enabled_block, lambda: (randn(4).requires_grad_(),), graphs=2, breaks=1),
     Case(autocast_block, lambda: (randn(2, 4), randn(4, 4)), graphs=2, breaks=1),
     Case(try_block, lambda: (randn(4),), graphs=2, breaks=1),

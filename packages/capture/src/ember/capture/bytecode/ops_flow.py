@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from ember.capture.bytecode.frame import Frame, Step
 from ember.capture.bytecode.registry import handler
 from ember.capture.unsupported import Unsupported
@@ -13,7 +15,11 @@ from ember.capture.variables.constant import ConstantVariable
 from ember.capture.variables.containers import DictVariable, IteratorVariable
 from ember.capture.variables.functions import CellVariable, FunctionVariable
 from ember.capture.variables.objects import UserObjectVariable
-from ember.capture.variables.torch import GradModeExitVariable, GradModeVariable
+from ember.capture.variables.torch import (
+    GradModeExitVariable,
+    GradModeVariable,
+    TorchFunctionVariable,
+)
 
 PY311 = ((3, 11),)
 PY312 = ((3, 12),)
@@ -180,6 +186,11 @@ def make_function(frame: Frame, instr: Step) -> None:
     )
 
 
+# Grad-mode context objects whose entry only sets grad mode (set_grad_enabled(mode) objects
+# set it when made, so they are not among them).
+GRAD_MODE_OBJECTS = (torch.no_grad, torch.enable_grad)
+
+
 @handler("BEFORE_WITH")
 def before_with(frame: Frame, instr: Step) -> None:
     manager = frame.pop()
@@ -195,6 +206,10 @@ def before_with(frame: Frame, instr: Step) -> None:
             frame.push(exit_method)
             frame.push(enter.call(frame, [], {}))
             return
+    if isinstance(manager, TorchFunctionVariable) and type(manager.fn) in GRAD_MODE_OBJECTS:
+        # A grad-mode object made elsewhere, e.g. by `@torch.no_grad()`'s wrapper
+        # (`with ctx_factory():`): entering it is the same as `with torch.no_grad():`.
+        manager = GradModeVariable(type(manager.fn) is torch.enable_grad, None)
     if not isinstance(manager, GradModeVariable):
         raise Unsupported(
             f"a `with` block over {manager.describe()}",
