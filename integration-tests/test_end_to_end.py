@@ -15,63 +15,19 @@ from collections.abc import Callable
 import pytest
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 import ember
 from ember.capture import list_backends
+from ember.prims.testing import MLP, AttentionBlock, SmallCNN, example_input
 
 # ember's own backends, in the order they land; each runs when its package is installed.
 BACKENDS = [name for name in ("eager", "aot_eager", "inductor") if name in list_backends()]
 
 
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.layers = nn.Sequential(nn.Linear(12, 24), nn.GELU(), nn.Linear(24, 5))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers(x)
-
-
-class ConvBN(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 6, 3, padding=1)
-        self.bn = nn.BatchNorm2d(6)
-        self.head = nn.Linear(6, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.bn(self.conv(x)))
-        return self.head(F.adaptive_avg_pool2d(x, 1).flatten(1))
-
-
-class Block(nn.Module):
-    """A pre-norm transformer block: LayerNorm, causal attention, GELU MLP."""
-
-    def __init__(self, dim: int = 16, heads: int = 2) -> None:
-        super().__init__()
-        self.heads = heads
-        self.norm1 = nn.LayerNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, seq, dim = x.shape
-        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
-        q, k, v = (
-            t.view(batch, seq, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v)
-        )
-        attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(attention.transpose(1, 2).reshape(batch, seq, dim))
-        return x + self.mlp(self.norm2(x))
-
-
-MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], torch.Tensor]]] = {
-    "mlp": (MLP, lambda: torch.randn(4, 12)),
-    "conv_bn": (ConvBN, lambda: torch.randn(2, 3, 6, 6)),
-    "transformer_block": (Block, lambda: torch.randn(2, 5, 16)),
+MODELS: dict[str, Callable[[], nn.Module]] = {
+    "mlp": MLP,
+    "conv_bn": SmallCNN,
+    "transformer_block": AttentionBlock,
 }
 
 
@@ -93,12 +49,11 @@ def _close(actual: object, expected: object) -> None:
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_training_step_matches_eager(name: str, backend: str, boundaries: str) -> None:
     del boundaries
-    build, make_input = MODELS[name]
     torch.manual_seed(0)
-    model = build().train()
+    model = MODELS[name]().train()
     twin = copy.deepcopy(model)
     compiled = ember.compile(twin, backend=backend)
-    x = make_input()
+    x = example_input(model)
     x_eager, x_compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
 
     expected = model(x_eager)
@@ -125,11 +80,10 @@ def test_training_step_matches_eager(name: str, backend: str, boundaries: str) -
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_inference_under_no_grad_matches_eager(name: str, backend: str, boundaries: str) -> None:
     del boundaries
-    build, make_input = MODELS[name]
     torch.manual_seed(1)
-    model = build().eval()
+    model = MODELS[name]().eval()
     compiled = ember.compile(model, backend=backend)
-    x = make_input()
+    x = example_input(model)
     with torch.no_grad():
         expected = model(x)
         actual = compiled(x)
@@ -161,7 +115,7 @@ def test_backend_from_a_separately_installed_distribution() -> None:
     ember_test_backend.counts.reset()
     model = MLP().eval()
     compiled = ember.compile(model, backend="test_echo")
-    x = torch.randn(3, 12)
+    x = example_input(model, batch=3)
     with torch.no_grad():
         _close(compiled(x), model(x))
         compiled(x)

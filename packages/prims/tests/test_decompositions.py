@@ -13,50 +13,7 @@ from torch.nn import functional as F
 from ember.prims import run, trace, verify
 from ember.prims.decompositions import PRIM_DECOMPOSITIONS, decompose
 from ember.prims.primitives import is_prim
-
-
-# The tracer tests' models (tests import in importlib mode, so they cannot share a module).
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.l1 = nn.Linear(16, 32)
-        self.l2 = nn.Linear(32, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.l2(torch.relu(self.l1(x)))
-
-
-class SmallCNN(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = nn.BatchNorm2d(8)
-        self.fc = nn.Linear(8, 5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
-        return self.fc(x.mean(dim=(2, 3)))
-
-
-class AttentionBlock(nn.Module):
-    def __init__(self, dim: int = 16, heads: int = 4) -> None:
-        super().__init__()
-        self.heads = heads
-        self.norm1 = nn.LayerNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, seq, dim = x.shape
-        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
-        q, k, v = (
-            t.view(batch, seq, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v)
-        )
-        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(attn.transpose(1, 2).reshape(batch, seq, dim))
-        return x + self.mlp(self.norm2(x))
+from ember.prims.testing import MLP, AttentionBlock, SmallCNN
 
 
 class ResidualNet(nn.Module):

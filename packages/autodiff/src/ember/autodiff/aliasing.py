@@ -165,10 +165,8 @@ def _assign_outputs(node: Node, storage: dict[str, str], views: set[str]) -> Non
                 views.add(value.name)
 
 
-def _aliased_argument(
-    node: Node, schema: torch.FunctionSchema | None, ret: torch.Argument
-) -> tuple[Ref, bool] | None:
-    """The argument a schema return aliases (and whether it is a write), or None if fresh."""
+def aliased_position(schema: Any, ret: Any) -> int | None:
+    """The argument position a schema return aliases (a view or a write), or None if fresh."""
     if schema is None or ret.alias_info is None:
         return None
     alias = ret.alias_info
@@ -179,14 +177,20 @@ def _aliased_argument(
         # `Tensor(a)` returns share a set with their argument; `Tensor(a)[]` returns (split,
         # unbind) carry their set on the element type, which the Python schema does not show:
         # they alias the argument annotated `Tensor(a -> *)`.
-        shares = bool(alias.before_set & info.before_set) or (
-            not alias.before_set and "*" in info.after_set
-        )
-        if shares:
-            refs = _refs(_argument(node, position, argument.name))
-            if len(refs) == 1:
-                return refs[0], bool(alias.is_write)
+        if (alias.before_set & info.before_set) or (not alias.before_set and "*" in info.after_set):
+            return position
     return None
+
+
+def _aliased_argument(
+    node: Node, schema: torch.FunctionSchema | None, ret: torch.Argument
+) -> tuple[Ref, bool] | None:
+    """The argument a schema return aliases (and whether it is a write), or None if fresh."""
+    position = aliased_position(schema, ret)
+    if position is None or schema is None or ret.alias_info is None:
+        return None
+    refs = _refs(_argument(node, position, schema.arguments[position].name))
+    return (refs[0], bool(ret.alias_info.is_write)) if len(refs) == 1 else None
 
 
 # ---- whole-graph results -------------------------------------------------------------------

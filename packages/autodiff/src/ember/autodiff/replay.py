@@ -15,6 +15,7 @@ from typing import Any
 import sympy
 import torch
 
+from ember.autodiff.aliasing import aliased_position
 from ember.autodiff.errors import FunctionalizationError
 from ember.autodiff.functional_ops import FUNCTIONAL_RULES, call, functional_variant
 from ember.autodiff.view_rules import ViewStep, apply_view_functionally, scatter_into_base
@@ -266,7 +267,7 @@ class FunctionalReplay:
         results = result if isinstance(result, (tuple, list)) else (result,)
         returns = list(schema.returns)
         for index, output in enumerate(node.outputs):
-            position = _aliased_position(schema, returns[index]) if index < len(returns) else None
+            position = aliased_position(schema, returns[index]) if index < len(returns) else None
             if position is None or not isinstance(output, Value):
                 raise FunctionalizationError(
                     f"{_where(node)}{node.target}: cannot match its results to the tensors it "
@@ -338,7 +339,7 @@ class FunctionalReplay:
         results = (result,) if len(node.outputs) == 1 else tuple(result)
         returns = list(schema.returns) if schema is not None else []
         for index, (output, produced) in enumerate(zip(node.outputs, results)):
-            position = _aliased_position(schema, returns[index]) if index < len(returns) else None
+            position = aliased_position(schema, returns[index]) if index < len(returns) else None
             base = _argument(node, position) if position is not None else None
             if isinstance(output, Value):
                 self._output(node, output, produced, base, position, None)
@@ -441,20 +442,6 @@ def _written_positions(schema: Any) -> list[int]:
         for position, argument in enumerate(schema.arguments)
         if argument.alias_info is not None and argument.alias_info.is_write
     ]
-
-
-def _aliased_position(schema: Any, ret: Any) -> int | None:
-    """The argument position a schema return aliases (a view or a write), or None if fresh."""
-    if schema is None or ret.alias_info is None:
-        return None
-    alias = ret.alias_info
-    for position, argument in enumerate(schema.arguments):
-        info = argument.alias_info
-        if info is None:
-            continue
-        if (alias.before_set & info.before_set) or (not alias.before_set and "*" in info.after_set):
-            return position
-    return None
 
 
 def _arg_name(node: Node, position: int) -> str:

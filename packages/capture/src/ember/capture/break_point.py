@@ -16,7 +16,7 @@ from typing import Any
 
 from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 
-from ember.capture.bytecode.frame import Step
+from ember.capture.bytecode.frame import Step, label_indexes
 from ember.capture.guards.source import call_instructions
 from ember.capture.variables.base import NULL, Variable
 
@@ -133,13 +133,7 @@ def _user_handlers(code: types.CodeType) -> list[Handler]:
     """Exception handlers (a try's, a `with` block's cleanup) by the range they cover, in
     the instruction indexes of `decode` (both read the code with `bytecode`)."""
     items = list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True))
-    labels: dict[Label, int] = {}
-    count = 0
-    for item in items:
-        if isinstance(item, Label):
-            labels[item] = count
-        elif isinstance(item, Instr):
-            count += 1
+    labels = label_indexes(items)
     handlers: list[Handler] = []
     open_entries: dict[int, tuple[TryBegin, int]] = {}
     count = 0

@@ -38,10 +38,9 @@ class Step(NamedTuple):
     lineno: int | None
 
 
-@lru_cache(maxsize=512)
-def decode(code: types.CodeType) -> list[Step]:
-    """The instructions of `code`, pseudo-instructions dropped, labels resolved to indexes."""
-    items = list(Bytecode.from_code(code))
+def label_indexes(items: list[Any]) -> dict[Label, int]:
+    """Each label of a `bytecode` instruction list, as the index of the instruction after it
+    (counting real instructions only, as `decode` numbers them)."""
     labels: dict[Label, int] = {}
     count = 0
     for item in items:
@@ -49,6 +48,14 @@ def decode(code: types.CodeType) -> list[Step]:
             labels[item] = count
         elif isinstance(item, Instr):
             count += 1
+    return labels
+
+
+@lru_cache(maxsize=512)
+def decode(code: types.CodeType) -> list[Step]:
+    """The instructions of `code`, pseudo-instructions dropped, labels resolved to indexes."""
+    items = list(Bytecode.from_code(code))
+    labels = label_indexes(items)
     steps: list[Step] = []
     for item in items:
         if isinstance(item, Instr):

@@ -209,15 +209,34 @@ def _linspace(
         return prims.full([1], start, dtype=dtype, device=dev)
     step = (end - start) / (steps - 1)
     index = prims.iota(steps, 0, 1, dtype=torch.float64, device=dev)
-    # torch fills the first half from start and the second half from end, for symmetry
-    half = steps // 2
-    forward = prims.add(prims.mul(index, scalar_like(step, index)), scalar_like(start, index))
-    backward = prims.sub(
+    return _two_sided_fill(
+        index,
+        scalar_like(start, index),
         scalar_like(end, index),
-        prims.mul(prims.sub(scalar_like(steps - 1, index), index), scalar_like(step, index)),
+        scalar_like(step, index),
+        steps,
+        dtype,
     )
-    low = prims.lt(index, scalar_like(half, index))
-    values = prims.where(low, forward, backward)
+
+
+def _two_sided_fill(
+    index: torch.Tensor,
+    first: torch.Tensor,
+    last: torch.Tensor,
+    step: torch.Tensor,
+    steps: int,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """torch's linspace values: the first half counted up from `first`, the second half
+    counted down from `last` (so both ends are exact), in `dtype`."""
+    forward = prims.add(prims.mul(index, step), first)
+    backward = prims.sub(last, prims.mul(prims.sub(scalar_like(steps - 1, index), index), step))
+    values = prims.where(prims.lt(index, scalar_like(steps // 2, index)), forward, backward)
+    return _as_dtype(values, dtype)
+
+
+def _as_dtype(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Float64 values in `dtype`, truncated toward zero for integer dtypes (as torch does)."""
     if not dtype.is_floating_point:
         values = prims.trunc(values)
     return prims.convert_element_type(values, dtype)
@@ -280,12 +299,7 @@ def _linspace_tensors(
     if steps == 1:
         return prims.convert_element_type(first, dtype)
     step = prims.div(prims.sub(last, first), scalar_like(steps - 1, index))
-    forward = prims.add(prims.mul(index, step), first)
-    backward = prims.sub(last, prims.mul(prims.sub(scalar_like(steps - 1, index), index), step))
-    values = prims.where(prims.lt(index, scalar_like(steps // 2, index)), forward, backward)
-    if not dtype.is_floating_point:
-        values = prims.trunc(values)
-    return prims.convert_element_type(values, dtype)
+    return _two_sided_fill(index, first, last, step, steps, dtype)
 
 
 @to_prims(
@@ -310,7 +324,4 @@ def _logspace(
         exponents = _linspace_tensors(start, end, steps, dtype=torch.float64, device=device)
     else:
         exponents = _linspace(start, end, steps, dtype=torch.float64, device=device)
-    values = prims.pow(scalar_like(float(base), exponents), exponents)
-    if not dtype.is_floating_point:
-        values = prims.trunc(values)
-    return prims.convert_element_type(values, dtype)
+    return _as_dtype(prims.pow(scalar_like(float(base), exponents), exponents), dtype)

@@ -21,12 +21,23 @@ from ember.prims.primitives import prims
 aten = torch.ops.aten
 
 
-def _pair(values: Sequence[int] | int, default: Sequence[int] | None = None) -> list[int]:
+def _per_dim(
+    values: Sequence[int] | int, rank: int, default: Sequence[int] | None = None
+) -> list[int]:
+    """A pooling argument (`kernel_size=3`, `stride=[2]`, `stride=[]`) as one int per dim."""
     if isinstance(values, int):
-        return [values, values]
+        return [values] * rank
     if len(values) == 0 and default is not None:
         return list(default)
-    return list(values) * 2 if len(values) == 1 else list(values)
+    return list(values) * rank if len(values) == 1 else list(values)
+
+
+def _pair(values: Sequence[int] | int, default: Sequence[int] | None = None) -> list[int]:
+    return _per_dim(values, 2, default)
+
+
+def _triple(values: Sequence[int] | int, default: Sequence[int] | None = None) -> list[int]:
+    return _per_dim(values, 3, default)
 
 
 def _out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
@@ -266,14 +277,6 @@ def _adaptive_avg(spatial: int) -> Any:
 
 to_prims("aten::_adaptive_avg_pool2d.default")(_adaptive_avg(2))
 to_prims("aten::_adaptive_avg_pool3d.default")(_adaptive_avg(3))
-
-
-def _triple(values: Sequence[int] | int, default: Sequence[int] | None = None) -> list[int]:
-    if isinstance(values, int):
-        return [values] * 3
-    if len(values) == 0 and default is not None:
-        return list(default)
-    return list(values) * 3 if len(values) == 1 else list(values)
 
 
 @to_prims("aten::max_pool3d_with_indices.default")
