@@ -1,5 +1,11 @@
 """Repository-wide pytest setup.
 
+Triton kernels run under its interpreter on machines without a GPU (CI): triton 3 reads
+`TRITON_INTERPRET` when it defines each @triton.jit function, its own library's at import, so
+the variable is set here, before any test imports triton. `EMBER_TEST_DEVICE=cuda` (the GPU
+machine) or an explicit `TRITON_INTERPRET` leaves it alone; tests that compile real kernels
+(PTX) run them in a subprocess with `TRITON_INTERPRET=0`.
+
 Under `nox -s isolation` (EMBER_TEST_INSTALLED=1) the tests must exercise the installed
 wheels, never the source tree: fail at once if `ember` resolves to packages/*/src.
 """
@@ -12,6 +18,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
+
+if os.environ.get("EMBER_TEST_DEVICE", "cpu") == "cpu":
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -4,12 +4,14 @@ backend that is installed, with and without EMBER_SERIALIZE_BOUNDARIES.
 
 With the boundaries on, every Graph a layer hands over travels through `dumps`/`loads`, which
 proves the layers need nothing from each other but the serialized format.
+`EMBER_TEST_DEVICE=cuda` runs the models on the GPU (inductor generates Triton there).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import os
 from collections.abc import Callable
 
 import pytest
@@ -19,6 +21,8 @@ from torch import nn
 import ember
 from ember.capture import list_backends
 from ember.prims.testing import MLP, AttentionBlock, SmallCNN, example_input
+
+DEVICE = torch.device(os.environ.get("EMBER_TEST_DEVICE", "cpu"))
 
 # ember's own backends, in the order they land; each runs when its package is installed.
 BACKENDS = [name for name in ("eager", "aot_eager", "inductor") if name in list_backends()]
@@ -50,10 +54,10 @@ def _close(actual: object, expected: object) -> None:
 def test_training_step_matches_eager(name: str, backend: str, boundaries: str) -> None:
     del boundaries
     torch.manual_seed(0)
-    model = MODELS[name]().train()
+    model = MODELS[name]().train().to(DEVICE)
     twin = copy.deepcopy(model)
     compiled = ember.compile(twin, backend=backend)
-    x = example_input(model)
+    x = example_input(model).to(DEVICE)
     x_eager, x_compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
 
     expected = model(x_eager)
@@ -81,9 +85,9 @@ def test_training_step_matches_eager(name: str, backend: str, boundaries: str) -
 def test_inference_under_no_grad_matches_eager(name: str, backend: str, boundaries: str) -> None:
     del boundaries
     torch.manual_seed(1)
-    model = MODELS[name]().eval()
+    model = MODELS[name]().eval().to(DEVICE)
     compiled = ember.compile(model, backend=backend)
-    x = example_input(model)
+    x = example_input(model).to(DEVICE)
     with torch.no_grad():
         expected = model(x)
         actual = compiled(x)

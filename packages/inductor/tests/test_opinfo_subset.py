@@ -1,10 +1,12 @@
 """The OpInfo subset of ember-prims (packages/prims/tests/test_opinfo_subset.py), compiled by
 the inductor pipeline: each op's first float32 samples run as one compiled graph (one C++
-build per op) and must match eager."""
+build per op) and must match eager. `EMBER_TEST_DEVICE=cuda` runs the same samples on the GPU
+(Triton kernels), as the GPU machine does."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ _spec.loader.exec_module(_module)
 SUBSET: list[str] = _module.SUBSET
 
 SAMPLES_PER_OP = 3
+DEVICE = os.environ.get("EMBER_TEST_DEVICE", "cpu")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +59,7 @@ def _traceable(info: Any, sample: Any) -> bool:
 @pytest.mark.parametrize("label", SUBSET)
 def test_opinfo_samples_match_eager(label: str, cache: ArtifactCache) -> None:
     info = _opinfo(label)
-    samples = [s for s in info.sample_inputs("cpu", torch.float32) if _traceable(info, s)]
+    samples = [s for s in info.sample_inputs(DEVICE, torch.float32) if _traceable(info, s)]
     samples = samples[:SAMPLES_PER_OP]
     structures = []
     tensors: list[torch.Tensor] = []

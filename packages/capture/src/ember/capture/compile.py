@@ -131,6 +131,30 @@ def _backend(backend: str | Backend) -> tuple[Backend, str]:
     return backend, getattr(backend, "__name__", type(backend).__name__)
 
 
+def _with_options(
+    compiler: Backend, name: str, mode: str | None, options: dict[str, Any] | None
+) -> Backend:
+    """`compiler` called with `mode=` and `options=` where given and accepted."""
+    given = {k: v for k, v in (("mode", mode), ("options", options)) if v is not None}
+    if not given:
+        return compiler
+    try:
+        parameters = inspect.signature(compiler).parameters
+    except (TypeError, ValueError):
+        parameters = {}  # type: ignore[assignment]
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    accepted = {k: v for k, v in given.items() if takes_all or k in parameters}
+    ignored = sorted(set(given) - set(accepted))
+    if ignored:
+        warnings.warn(
+            f"ember.compile: backend {name!r} takes no {', '.join(ignored)}; ignoring it",
+            stacklevel=3,
+        )
+    if not accepted:
+        return compiler
+    return functools.partial(compiler, **accepted)
+
+
 def compile(  # noqa: A001 - mirrors torch.compile
     fn_or_module: Any = None,
     *,
@@ -143,8 +167,10 @@ def compile(  # noqa: A001 - mirrors torch.compile
     """Compile a function or nn.Module; with no target, return a decorator.
 
     `backend` is a registered name (`ember.capture.list_backends()`) or a callable taking the
-    captured Graph and example inputs. `mode`, `dynamic` and `options` are passed through
-    for the layers below; this release specializes on every size (TODO(issue 6): dynamic).
+    captured Graph and example inputs. `mode` and `options` reach a backend that takes them
+    as keyword arguments (`inductor`: `mode="max-autotune"`); a backend that does not is
+    warned about and called without. This release specializes on every size
+    (TODO(issue 6): dynamic).
     What capture cannot model becomes a graph break (it runs in plain Python between
     graphs); `fullgraph=True` raises `Unsupported` at the first break instead.
     """
@@ -159,6 +185,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
         )
     logs.configure_once()
     compiler, name = _backend(backend)
+    compiler = _with_options(compiler, name, mode, options)
     if isinstance(fn_or_module, nn.Module):
         return _compile_module(fn_or_module, compiler, name, fullgraph)
     fn = fn_or_module

@@ -7,22 +7,49 @@ forward and the backward Graph.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from ember.inductor.config import InductorConfig
 from ember.inductor.pipeline import compile_graph
 from ember.prims import Graph, Interpreter
+from ember.prims.config import load
 from ember.prims.logs import topic_logger
 
 perf_hints = topic_logger("perf_hints")
 logger = logging.getLogger("ember.inductor")
 
 
-def inductor(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    """Compile `graph` with ember-inductor (see the package README)."""
+# ember.compile modes, as torch.compile names them, and what each sets.
+MODES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "reduce-overhead": {},
+    "max-autotune": {"max_autotune": True},
+    "max-autotune-no-cudagraphs": {"max_autotune": True},
+}
+
+
+def inductor(
+    graph: Graph,
+    example_inputs: Sequence[Any],
+    *,
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """Compile `graph` with ember-inductor (see the package README). `mode` is one of
+    `MODES`; `options` sets `InductorConfig` fields by name (`{"max_autotune": True}`)."""
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; ember-inductor knows {sorted(MODES)}")
+    overrides = {**MODES.get(mode or "default", {}), **(options or {})}
+    config = dataclasses.replace(load(InductorConfig), **overrides)
+
+    def _compile(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        return compile_graph(graph, example_inputs, config=config)
+
     if torch.is_grad_enabled() and _needs_grad(graph, example_inputs):
         aot = _aot()
         if aot is None:
@@ -33,11 +60,7 @@ def inductor(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
             )
             return Interpreter(graph)
         return aot(graph, example_inputs, fw_compiler=_compile, bw_compiler=_compile)
-    return compile_graph(graph, example_inputs)
-
-
-def _compile(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    return compile_graph(graph, example_inputs)
+    return _compile(graph, example_inputs)
 
 
 def _needs_grad(graph: Graph, example_inputs: Sequence[Any]) -> bool:

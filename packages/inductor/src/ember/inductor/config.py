@@ -7,7 +7,7 @@ from ember.prims.config import config_class, setting
 
 @config_class
 class InductorConfig:
-    """Settings of ember-inductor: caching and fusion."""
+    """Settings of ember-inductor: caching, fusion and autotuning."""
 
     cache: bool = setting(
         True,
@@ -22,4 +22,11 @@ class InductorConfig:
         help="Fuse loop nodes into shared kernels; off gives one kernel per realized buffer "
         "(for debugging and for measuring what fusion buys).",
         cache_key=True,
+    )
+    max_autotune: bool = setting(
+        False,
+        env="EMBER_INDUCTOR_MAX_AUTOTUNE",
+        help="Benchmark a few launch configurations of every GPU kernel on its first call and "
+        'keep the fastest (cached on disk); `ember.compile(mode="max-autotune")` turns it on.',
+        cache_key=False,
     )

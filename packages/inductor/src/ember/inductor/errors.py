@@ -13,3 +13,8 @@ class CompileError(InductorError):
 
 class LoweringError(InductorError):
     """A Graph could not be lowered; the message names the node and the user's line."""
+
+
+class DeviceMismatchError(InductorError, RuntimeError):
+    """A tensor reached a compiled graph on another device than the one it was compiled for;
+    the message names the tensor, the user's line that first reads it, and the fix."""

@@ -21,19 +21,30 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ember.inductor.codegen.backend import CodegenBackend, KernelSource
 from ember.inductor.codegen.cpp.backend import CppBackend
 from ember.inductor.codegen.wrapper import generate_wrapper, wrapper_namespace
 from ember.inductor.compiled import CompiledGraph
 from ember.inductor.config import InductorConfig
+from ember.inductor.errors import InductorError
 from ember.inductor.ir.program import ExternNode, Program
-from ember.inductor.lowering import extern, indexing, pointwise, reductions, views  # noqa: F401
+from ember.inductor.lowering import (  # noqa: F401
+    extern,
+    indexing,
+    pointwise,
+    random,
+    reductions,
+    scatter,
+    views,
+)
 from ember.inductor.lowering.extern import EXTERN_OPS
 from ember.inductor.lowering.graph_lowering import lower_graph
 from ember.inductor.passes.common_subexpressions import eliminate_common_subexpressions
 from ember.inductor.passes.dead_code import eliminate_dead_code
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode, schedule
-from ember.prims import Graph, resolve_op
+from ember.prims import Graph, TensorSpec, resolve_op
 from ember.prims.config import cache_key, load
 from ember.prims.decompositions import PRIM_DECOMPOSITIONS, decompose
 from ember.prims.logs import topic_logger
@@ -56,20 +67,64 @@ def compile_graph(
     backend: CodegenBackend | None = None,
     cache: ArtifactCache | None = None,
 ) -> CompiledGraph:
-    """Compile `graph` for CPU: the callable runs it as `ember.prims.run(graph, ...)` would."""
+    """Compile `graph` for the device its tensors live on (C++ on CPU, Triton on CUDA): the
+    callable runs it as `ember.prims.run(graph, ...)` would."""
     config = config or load(InductorConfig)
-    backend = backend or CppBackend()
+    device = graph_device(graph)
+    backend = backend or backend_for(device, config)
     cache = cache or ArtifactCache()
-    key = _graph_key(graph, config) if config.cache else None
+    key = _graph_key(graph, config, backend) if config.cache else None
     artifact = _cached(cache, key)
     if artifact is None:
-        artifact = generate(graph, backend, config)
+        artifact = generate(graph, backend, config, device)
         if key is not None:
             cache.put(key, json.dumps(artifact).encode())
     return _load(graph, artifact, backend, cache)
 
 
-def generate(graph: Graph, backend: CodegenBackend, config: InductorConfig) -> dict[str, Any]:
+def graph_device(graph: Graph) -> torch.device:
+    """The device a Graph computes on: the first non-CPU device of its tensors, else CPU."""
+    specs = [graph_input.value.spec for graph_input in graph.inputs]
+    specs += [value.spec for node in graph.nodes for value in node.output_values()]
+    for spec in specs:
+        if isinstance(spec, TensorSpec) and spec.device.type != "cpu":
+            return spec.device
+    return torch.device("cpu")
+
+
+def backend_for(device: torch.device, config: InductorConfig) -> CodegenBackend:
+    """The code generator for `device`."""
+    if device.type == "cuda":
+        from ember.inductor.codegen.triton import TritonBackend
+
+        return TritonBackend(max_autotune=config.max_autotune)
+    if device.type != "cpu":
+        raise InductorError(
+            f"ember-inductor generates code for CPU and CUDA tensors, not {device.type}; "
+            "compile with backend='aot_eager' or a vendor backend for this device"
+        )
+    return CppBackend()
+
+
+def _host_scalars(graph: Graph, device: torch.device) -> list[int]:
+    """Inputs that are one-element CPU tensors of a graph computing on another device."""
+    if device.type == "cpu":
+        return []
+    positions = []
+    for position, graph_input in enumerate(graph.inputs):
+        spec = graph_input.value.spec
+        if isinstance(spec, TensorSpec) and spec.device.type == "cpu":
+            if all(isinstance(size, int) and size == 1 for size in spec.shape):
+                positions.append(position)
+    return positions
+
+
+def generate(
+    graph: Graph,
+    backend: CodegenBackend,
+    config: InductorConfig,
+    device: torch.device | None = None,
+) -> dict[str, Any]:
     """Run the passes up to generated source: {wrapper, module, extern targets, kernels}."""
     timings: dict[str, float] = {}
 
@@ -89,24 +144,29 @@ def generate(graph: Graph, backend: CodegenBackend, config: InductorConfig) -> d
         graph = timed("decompose", decompose, graph, DECOMPOSITIONS)
     graph = timed("eliminate_common_subexpressions", eliminate_common_subexpressions, graph)
     graph = timed("eliminate_dead_code", eliminate_dead_code, graph)
-    program: Program = timed("lower", lower_graph, graph)
-    scheduled: list[ScheduledNode] = timed("schedule", _schedule, program, config)
+    program: Program = timed("lower", lower_graph, graph, backend.dtypes)
+    scheduled: list[ScheduledNode] = timed(
+        "schedule", _schedule, program, config, backend.kernel_prefix
+    )
     sources: dict[str, KernelSource] = timed("generate", _generate, scheduled, program, backend)
     module = backend.module(list(sources.values()))
-    wrapper = generate_wrapper(program, scheduled, sources, backend)
+    device = device or graph_device(graph)
+    wrapper = generate_wrapper(
+        program, scheduled, sources, backend, device, _host_scalars(graph, device)
+    )
     logger.debug("inductor passes (ms): %s", {k: round(v, 1) for k, v in timings.items()})
     targets = sorted({item.target for item in scheduled if isinstance(item, ExternNode)})
     return {"wrapper": wrapper, "module": module, "targets": targets, "kernels": len(sources)}
 
 
-def _schedule(program: Program, config: InductorConfig) -> list[ScheduledNode]:
+def _schedule(program: Program, config: InductorConfig, prefix: str) -> list[ScheduledNode]:
     if config.fusion:
-        return schedule(program)
+        return schedule(program, prefix)
     # one kernel per loop node: schedule each node as a program of its own
     scheduled: list[ScheduledNode] = []
     for node in program.nodes:
         single = Program(program.storages, program.input_storages, [node], program.outputs)
-        for item in schedule(single):
+        for item in schedule(single, prefix):
             if isinstance(item, Kernel):
                 item.name = f"{item.name}_{len(scheduled)}"
                 item.local_buffers.clear()
@@ -135,14 +195,16 @@ def _load(
     return CompiledGraph(graph, namespace["call"], wrapper, module, artifact["kernels"])
 
 
-def _graph_key(graph: Graph, config: InductorConfig) -> str | None:
+def _graph_key(graph: Graph, config: InductorConfig, backend: CodegenBackend) -> str | None:
     try:
         payload = dumps(graph)
     except Exception:  # a Graph the format cannot carry is compiled, just not cached
         return None
     versions = {name: _version(name) for name in ("ember-inductor", "ember-prims", "torch")}
     versions["sources"] = _source_fingerprint()
-    return ArtifactCache.key(payload, config=dict(cache_key(config)), versions=versions)
+    settings = dict(cache_key(config))
+    settings["backend"] = type(backend).__name__
+    return ArtifactCache.key(payload, config=settings, versions=versions)
 
 
 def _cached(cache: ArtifactCache, key: str | None) -> dict[str, Any] | None:

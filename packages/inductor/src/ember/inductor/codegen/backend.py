@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import torch
+
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
 from ember.runtime import ArtifactCache
@@ -33,6 +35,11 @@ class KernelSource:
     name: str
     source: str
     arguments: list[KernelArgument] = field(default_factory=list)
+    # What the backend's loader needs besides the source (JSON-able; e.g. Triton's signature
+    # and launch configs), and Python size expressions the wrapper passes before the
+    # arguments (e.g. the number of points a Triton grid covers).
+    launch: dict[str, object] = field(default_factory=dict)
+    grid: list[str] = field(default_factory=list)
 
 
 class CodegenBackend(Protocol):
@@ -40,6 +47,10 @@ class CodegenBackend(Protocol):
 
     # Devices it generates for ("cpu", "cuda") and optional features.
     capabilities: frozenset[str]
+    # The dtypes its kernels load, compute and store; ops touching others fall back.
+    dtypes: frozenset[torch.dtype]
+    # The prefix of its kernels' names ("cpp" -> cpp_fused_add_mul_0).
+    kernel_prefix: str
 
     def generate(self, kernel: Kernel, program: Program) -> KernelSource:
         """The source of one fused kernel."""

@@ -28,12 +28,20 @@ def generate_wrapper(
     scheduled: Sequence[ScheduledNode],
     sources: dict[str, KernelSource],
     backend: CodegenBackend,
+    device: torch.device | None = None,
+    host_scalars: Sequence[int] = (),
 ) -> str:
-    lines = ["def call(args):"]
+    """The wrapper's source. Buffers are allocated on `device`; the inputs at positions
+    `host_scalars` are one-element CPU tensors that kernels on another device read, so they
+    are copied there first (eager lets such scalars mix with GPU tensors)."""
+    device = device or torch.device("cpu")
+    lines = [f"DEVICE = torch.device({str(device)!r})", "", "", "def call(args):"]
     emit = lines.append
     inputs = program.input_storages
     if inputs:
         emit(f"    {', '.join(inputs)}, = args")
+    for position in host_scalars:
+        emit(f"    {inputs[position]} = {inputs[position]}.to(DEVICE, non_blocking=True)")
     for symbol, (position, dim) in program.size_symbols.items():
         emit(f"    {symbol} = {inputs[position]}.shape[{dim}]")
     local: set[str] = set()
@@ -52,10 +60,10 @@ def generate_wrapper(
                 layout = program.storages[name].layout
                 if layout is not None and name not in local:
                     emit(
-                        f"    {name} = empty_strided({_shape(layout.size)}, {_shape(layout.stride)}, dtype={layout.dtype})"
+                        f"    {name} = empty_strided({_shape(layout.size)}, {_shape(layout.stride)}, dtype={layout.dtype}, device=DEVICE)"
                     )
                     allocated.add(name)
-            call_args = [
+            call_args = [*source.grid] + [
                 backend.pointer(a.name) if a.kind == "pointer" else a.name for a in source.arguments
             ]
             emit(f"    kernels[{item.name!r}]({', '.join(call_args)})")
@@ -77,9 +85,7 @@ def _last_uses(program: Program, scheduled: Sequence[ScheduledNode]) -> dict[str
         if isinstance(item, Kernel):
             used = {m.node.storage for m in item.members}
             for member in item.members:
-                from ember.inductor.ir import body
-
-                used |= {str(load.args[0]) for load in body.loads(member.body)}
+                used |= {str(load.args[0]) for load in member.loads()}
         else:
             used = item.reads() | item.writes()
         for name in used:
@@ -177,7 +183,8 @@ def restride(tensor: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...
     """`tensor` if it has the strides the kernels were generated for, else a copy that has."""
     if tensor.stride() == stride or tensor.numel() <= 1:
         return tensor
-    return torch.empty_strided(size, stride, dtype=tensor.dtype).copy_(tensor)
+    copy = torch.empty_strided(size, stride, dtype=tensor.dtype, device=tensor.device)
+    return copy.copy_(tensor)
 
 
 def wrapper_namespace(kernels: dict[str, Any], ops: dict[str, Any]) -> dict[str, Any]:

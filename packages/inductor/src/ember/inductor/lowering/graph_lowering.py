@@ -66,6 +66,7 @@ class LoweringContext:
     counter: int = 0
     # references the node being lowered makes, by name (its own reads are not "later")
     reading_now: dict[str, int] = field(default_factory=dict)
+    dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES
 
     # ---- names and buffers --------------------------------------------------------------
 
@@ -331,20 +332,22 @@ def broadcast_loader(value: TensorValue, size: Sequence[Expr]) -> body.Loader:
     return fn
 
 
-def lower_graph(graph: Graph) -> Program:
-    """The Program computing `graph`; lowers again when a viewed lazy value is written."""
+def lower_graph(graph: Graph, dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES) -> Program:
+    """The Program computing `graph`; lowers again when a viewed lazy value is written.
+    Ops reading or producing a dtype outside `dtypes` (what the code generator computes in)
+    fall back to their ATen call."""
     force: set[str] = set()
     while True:
         try:
-            return _lower(graph, force)
+            return _lower(graph, force, dtypes)
         except _Restart as restart:
             if restart.name in force:
                 raise RuntimeError(f"lowering cannot realize {restart.name}") from None
             force.add(restart.name)
 
 
-def _lower(graph: Graph, force: set[str]) -> Program:
-    ctx = LoweringContext(graph, force_realize=set(force))
+def _lower(graph: Graph, force: set[str], dtypes: frozenset[torch.dtype]) -> Program:
+    ctx = LoweringContext(graph, force_realize=set(force), dtypes=dtypes)
     program = ctx.program
     for position, graph_input in enumerate(graph.inputs):
         spec = graph_input.value.spec
@@ -393,7 +396,7 @@ def _lower_node(ctx: LoweringContext, node: Node) -> None:
     kwargs = {k: _bind(ctx, v) for k, v in node.kwargs.items()}
     lowering = LOWERINGS.get(node.target)
     results: Any = None
-    if lowering is not None and _supported(node):
+    if lowering is not None and _supported(node, args, kwargs, ctx.dtypes):
         try:
             results = lowering(ctx, *args, **kwargs)
         except Unlowerable as reason:
@@ -451,11 +454,21 @@ def _refs(tree: Any) -> list[str]:
     return []
 
 
-def _supported(node: Node) -> bool:
+def _supported(
+    node: Node, args: Sequence[Any], kwargs: dict[str, Any], dtypes: frozenset[torch.dtype]
+) -> bool:
     for value in node.output_values():
-        if isinstance(value.spec, TensorSpec) and value.spec.dtype not in SUPPORTED_DTYPES:
+        if isinstance(value.spec, TensorSpec) and value.spec.dtype not in dtypes:
             return False
-    return True
+    return all(tensor.dtype in dtypes for tensor in _tensors([args, list(kwargs.values())]))
+
+
+def _tensors(tree: Any) -> list[Lazy | StorageView]:
+    if isinstance(tree, (Lazy, StorageView)):
+        return [tree]
+    if isinstance(tree, (list, tuple)):
+        return [t for item in tree for t in _tensors(item)]
+    return []
 
 
 def _hint(node: Node, why: str) -> None:

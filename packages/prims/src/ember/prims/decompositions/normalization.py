@@ -15,6 +15,22 @@ from ember.prims.decompositions.operands import scalar_like
 from ember.prims.decompositions.table import to_prims
 from ember.prims.primitives import prims
 
+# Half-precision inputs are normalized in float32 (statistics stay float32, as eager's
+# kernels keep them); the output takes the input's dtype again.
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _upcast(t: Any) -> Any:
+    if isinstance(t, torch.Tensor) and t.dtype in _LOW_PRECISION:
+        return prims.convert_element_type(t, torch.float32)
+    return t
+
+
+def _cast(t: Any, dtype: torch.dtype) -> Any:
+    if isinstance(t, torch.Tensor) and t.dtype != dtype:
+        return prims.convert_element_type(t, dtype)
+    return t
+
 
 def _per_channel(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return prims.broadcast_in_dim(t, list(like.shape), [1])
@@ -30,6 +46,10 @@ def _batch_norm(
     momentum: float,
     eps: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any, Any]:
+    dtype = x.dtype
+    running_dtype = None if running_mean is None else running_mean.dtype
+    x, weight, bias = _upcast(x), _upcast(weight), _upcast(bias)
+    running_mean, running_var = _upcast(running_mean), _upcast(running_var)
     reduce_dims = [0, *range(2, x.dim())]
     count = x.numel() // x.shape[1]
     if training:
@@ -67,7 +87,9 @@ def _batch_norm(
         out = prims.mul(out, _per_channel(weight, x))
     if bias is not None:
         out = prims.add(out, _per_channel(bias, x))
-    return out, save_mean, save_invstd, new_mean, new_var
+    if running_dtype is not None:
+        new_mean, new_var = _cast(new_mean, running_dtype), _cast(new_var, running_dtype)
+    return _cast(out, dtype), save_mean, save_invstd, new_mean, new_var
 
 
 @to_prims("aten::native_batch_norm.default", "aten::_native_batch_norm_legit_no_training.default")
@@ -142,6 +164,10 @@ def _native_batch_norm_backward(
     eps: float,
     output_mask: Sequence[bool],
 ) -> tuple[Any, Any, Any]:
+    dtypes = (x.dtype, None if weight is None else weight.dtype)
+    grad, x, weight = _upcast(grad), _upcast(x), _upcast(weight)
+    running_mean, running_var = _upcast(running_mean), _upcast(running_var)
+    save_mean, save_invstd = _upcast(save_mean), _upcast(save_invstd)
     reduce_dims = [0, *range(2, x.dim())]
     count = x.numel() // x.shape[1]
     if train:
@@ -172,7 +198,12 @@ def _native_batch_norm_backward(
         grad_weight = prims.mul(dot, invstd)
     if output_mask[2]:
         grad_bias = grad_sum
-    return grad_input, grad_weight, grad_bias
+    weight_dtype = dtypes[1] or dtypes[0]
+    return (
+        _cast(grad_input, dtypes[0]),
+        _cast(grad_weight, weight_dtype),
+        _cast(grad_bias, weight_dtype),
+    )
 
 
 @to_prims("aten::native_layer_norm.default")
@@ -183,6 +214,8 @@ def _native_layer_norm(
     bias: torch.Tensor | None,
     eps: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dtype = x.dtype
+    x, weight, bias = _upcast(x), _upcast(weight), _upcast(bias)
     axis = x.dim() - len(normalized_shape)
     dims = list(range(axis, x.dim()))
     count = 1
@@ -204,7 +237,7 @@ def _native_layer_norm(
         out = prims.mul(out, prims.broadcast_in_dim(weight, list(x.shape), dims))
     if bias is not None:
         out = prims.add(out, prims.broadcast_in_dim(bias, list(x.shape), dims))
-    return out, mean_kept, rstd
+    return _cast(out, dtype), mean_kept, rstd
 
 
 @to_prims("aten::native_layer_norm_backward.default")
@@ -218,6 +251,9 @@ def _native_layer_norm_backward(
     bias: torch.Tensor | None,
     output_mask: Sequence[bool],
 ) -> tuple[Any, Any, Any]:
+    dtypes = [t.dtype if t is not None else None for t in (x, weight, bias)]
+    grad, x, weight = _upcast(grad), _upcast(x), _upcast(weight)
+    mean, rstd = _upcast(mean), _upcast(rstd)
     axis = x.dim() - len(normalized_shape)
     inner = list(range(axis, x.dim()))
     outer = list(range(axis))
@@ -251,7 +287,10 @@ def _native_layer_norm_backward(
         grad_weight = prims.sum(prims.mul(grad, x_hat), outer)
     if output_mask[2] and bias is not None:
         grad_bias = prims.sum(grad, outer)
-    return grad_input, grad_weight, grad_bias
+    return tuple(
+        _cast(g, d) if d is not None else g
+        for g, d in zip((grad_input, grad_weight, grad_bias), dtypes)
+    )  # type: ignore[return-value]
 
 
 @to_prims("aten::native_group_norm.default")

@@ -14,7 +14,7 @@ from ember.inductor.codegen.cpp.compiler import (
     vector_math_flags,
 )
 from ember.inductor.codegen.cpp.kernel import CppKernel
-from ember.inductor.codegen.cpp.ops import PRELUDE
+from ember.inductor.codegen.cpp.ops import CPP_TYPES, PRELUDE
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
 from ember.runtime import ArtifactCache, load_shared_library
@@ -24,6 +24,8 @@ class CppBackend:
     """Generates C++ with OpenMP for CPU tensors; one shared library per graph."""
 
     capabilities = frozenset({"cpu"})
+    dtypes = frozenset(CPP_TYPES)
+    kernel_prefix = "cpp"
 
     def generate(self, kernel: Kernel, program: Program) -> KernelSource:
         return CppKernel(kernel, program).generate()

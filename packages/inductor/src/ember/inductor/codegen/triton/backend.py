@@ -1,0 +1,77 @@
+"""`TritonBackend`: the Triton implementation of the codegen backend interface (CUDA tensors).
+
+A graph's kernels become one Python module: the prelude (imports and `@triton.jit` helpers),
+one `@triton.jit` function per kernel, and `KERNELS`, each kernel's signature and launch
+configurations. ember-runtime loads the module from its cache folder, compiles the kernels
+(in parallel, cached on disk) and launches them; `max_autotune` benchmarks each kernel's
+configurations on its first call and keeps the fastest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+import torch
+
+from ember.inductor.codegen.backend import KernelSource
+from ember.inductor.codegen.triton.kernel import TritonKernelWriter
+from ember.inductor.codegen.triton.ops import PRELUDE, TRITON_TYPES
+from ember.inductor.ir.program import Program
+from ember.inductor.scheduler.fusion import Kernel
+from ember.runtime import ArtifactCache
+
+
+class TritonBackend:
+    """Generates Triton for CUDA tensors; one module per graph."""
+
+    capabilities = frozenset({"cuda"})
+    dtypes = frozenset(TRITON_TYPES)
+    kernel_prefix = "triton"
+
+    def __init__(self, *, max_autotune: bool = False) -> None:
+        self.max_autotune = max_autotune
+
+    def generate(self, kernel: Kernel, program: Program) -> KernelSource:
+        return TritonKernelWriter(kernel, program).generate()
+
+    def module(self, kernels: Sequence[KernelSource]) -> str:
+        table = {k.name: k.launch for k in kernels}
+        parts = [PRELUDE.strip(), *(k.source for k in kernels), f"KERNELS = {table!r}"]
+        return "\n\n\n".join(parts) + "\n"
+
+    def load(self, module: str, cache: ArtifactCache) -> dict[str, Callable[..., None]]:
+        # the launcher needs triton, which only GPU installs have
+        from ember.runtime import LaunchConfig, TritonKernel, compile_kernels, load_triton_module
+
+        loaded = load_triton_module(module, cache)
+        kernels: dict[str, TritonKernel] = {}
+        for name, launch in loaded.KERNELS.items():
+            configs = [
+                LaunchConfig(
+                    tuple(config["constants"].items()),
+                    num_warps=config["num_warps"],
+                    num_stages=config["num_stages"],
+                )
+                for config in launch["configs"]
+            ]
+            kernels[name] = TritonKernel(
+                loaded,
+                name,
+                signature=launch["signature"],
+                configs=configs,
+                grid_block="XBLOCK",
+                mutated=tuple(launch["mutated"]),
+                autotune=self.max_autotune,
+                cache=cache,
+            )
+        if kernels and not _interpreting() and torch.cuda.is_available():
+            compile_kernels(list(kernels.values()))
+        return dict(kernels)
+
+    def pointer(self, tensor: str) -> str:
+        return tensor
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")

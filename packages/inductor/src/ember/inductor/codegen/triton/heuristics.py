@@ -1,0 +1,127 @@
+"""Block sizes, warps and stages for a Triton kernel, chosen from its shapes.
+
+Pointwise kernels take 1024-point blocks (fewer for small tensors). A reduction whose rows fit
+one tile (at most `PERSISTENT_LIMIT` points) is *persistent*: RBLOCK covers the row and XBLOCK
+rows share a program. Longer rows loop over RBLOCK-wide chunks; a reduction that reads memory
+contiguously along the kept dimension (a column sum) takes wide XBLOCK and narrow RBLOCK
+instead. `configs[0]` is the default; the rest are what `max-autotune` benchmarks.
+Symbolic sizes are planned with `SIZE_HINT`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from ember.inductor.ir import body
+from ember.inductor.ir.indexing import Expr, index_var, product
+from ember.inductor.ir.program import Program
+from ember.inductor.scheduler.fusion import Kernel
+
+PERSISTENT_LIMIT = 1024
+SIZE_HINT = 8192
+
+
+@dataclass(frozen=True)
+class Config:
+    """One launch configuration: constexpr block sizes, warps and software-pipeline stages."""
+
+    xblock: int
+    rblock: int | None = None
+    num_warps: int = 4
+    num_stages: int = 1
+
+    def as_json(self) -> dict[str, object]:
+        constants = {"XBLOCK": self.xblock}
+        if self.rblock is not None:
+            constants["RBLOCK"] = self.rblock
+        return {"constants": constants, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+
+@dataclass
+class Tiling:
+    persistent: bool
+    configs: list[Config] = field(default_factory=list)
+
+
+def choose_tiling(kernel: Kernel, program: Program) -> Tiling:
+    xnumel = _hint(product(kernel.outer))
+    if not kernel.inner:
+        return Tiling(False, _pointwise(xnumel))
+    rnumel_expr = product(kernel.inner)
+    rnumel = _hint(rnumel_expr)
+    if not rnumel_expr.free_symbols and rnumel <= PERSISTENT_LIMIT:
+        return Tiling(True, _persistent(xnumel, rnumel))
+    return Tiling(False, _looped(xnumel, rnumel, _column_reduction(kernel)))
+
+
+def _pointwise(xnumel: int) -> list[Config]:
+    block = min(1024, _pow2(xnumel))
+    default = Config(block, None, _warps(block, 8))
+    candidates = [Config(b, None, w) for b, w in ((256, 4), (512, 4), (1024, 4), (2048, 8))]
+    return _unique([default, *(c for c in candidates if c.xblock <= max(block, 256))])
+
+
+def _persistent(xnumel: int, rnumel: int) -> list[Config]:
+    rblock = _pow2(rnumel)
+    xblock = max(1, min(_pow2(xnumel), 4096 // rblock, 64))
+    default = Config(xblock, rblock, _warps(xblock * rblock, 8))
+    candidates = [
+        Config(x, rblock, w)
+        for x in (1, 2, 4, 8, 16)
+        for w in (_warps(x * rblock, 4), _warps(x * rblock, 8))
+        if x <= max(xblock, 1) * 4 and x * rblock <= 16384
+    ]
+    return _unique([default, *candidates])
+
+
+def _looped(xnumel: int, rnumel: int, column: bool) -> list[Config]:
+    if column:
+        default = Config(64, 32, 8)
+        candidates = [Config(32, 64, 8), Config(128, 16, 8), Config(64, 64, 8), Config(16, 128, 4)]
+    else:
+        xblock = 1 if xnumel >= 256 or rnumel >= 8192 else 2
+        default = Config(xblock, 1024 if rnumel >= 2048 else 512, 8)
+        candidates = [Config(1, 2048, 8), Config(1, 512, 4), Config(4, 256, 4), Config(8, 128, 4)]
+    return _unique([default, *candidates])
+
+
+def _column_reduction(kernel: Kernel) -> bool:
+    """Whether the kernel's loads walk memory along the kept (x) dimension, not along r."""
+    if not kernel.outer:
+        return False
+    last_x = index_var("x", len(kernel.outer) - 1)
+    last_r = index_var("r", len(kernel.inner) - 1)
+    along_x = along_r = 0
+    for member in kernel.members:
+        for load in body.loads(member.body):
+            index = load.args[1]
+            if not isinstance(index, sympy.Expr):
+                continue
+            expanded = sympy.expand(index)
+            if expanded.coeff(last_r) == 1:
+                along_r += 1
+            elif expanded.coeff(last_x) == 1:
+                along_x += 1
+    return along_x > along_r
+
+
+def _hint(expr: Expr) -> int:
+    expr = sympy.sympify(expr)
+    if expr.free_symbols:
+        expr = expr.xreplace({s: SIZE_HINT for s in expr.free_symbols})
+    return max(1, int(expr))
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _warps(elements: int, most: int) -> int:
+    """About 8 elements a thread, 1 to `most` warps (a power of two)."""
+    return max(1, min(most, _pow2(max(1, elements // 256))))
+
+
+def _unique(configs: list[Config]) -> list[Config]:
+    return list(dict.fromkeys(configs))

@@ -1,0 +1,467 @@
+"""One fused kernel as a `@triton.jit` function.
+
+A program instance computes `XBLOCK` points of the kernel's flattened outer loops. A kernel
+that reduces works on `[XBLOCK, RBLOCK]` tiles: *persistent* when the whole reduction fits
+one tile (every reduction and epilogue then shares the loads of one tile), *looped*
+otherwise (one `for` over the reduction per batch of independent reductions and per group of
+epilogue nodes, accumulating elementwise and reducing the tile at the end). Masks guard the
+ragged last block; masked (`masked`) values load only where their condition holds. Index
+arithmetic is int32 unless a tensor or a symbolic size may need int64. Sizes the Graph keeps
+symbolic are kernel arguments; everything else is a literal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import sympy
+import torch
+
+from ember.inductor.codegen.backend import KernelArgument, KernelSource
+from ember.inductor.codegen.triton.heuristics import Tiling, choose_tiling
+from ember.inductor.codegen.triton.ops import (
+    HALF_TYPES,
+    OPERAND_DTYPE_OPS,
+    OPS,
+    POINTER_TYPES,
+    TRITON_TYPES,
+    compute_type,
+    literal,
+    reduction_combine,
+    reduction_final,
+    reduction_identity,
+)
+from ember.inductor.codegen.triton.printer import triton_index
+from ember.inductor.ir.body import BodyValue
+from ember.inductor.ir.indexing import Expr, index_var, product
+from ember.inductor.ir.program import Program
+from ember.inductor.scheduler.fusion import Kernel, Member
+
+INT32_LIMIT = 2**31 - 1
+
+
+@dataclass
+class _Context:
+    """Where code is being emitted: outside the reduction loop or inside an r-block."""
+
+    reduction: bool = False
+
+
+class TritonKernelWriter:
+    """Builds the source of one Triton kernel and its launch metadata."""
+
+    def __init__(self, kernel: Kernel, program: Program) -> None:
+        self.kernel = kernel
+        self.program = program
+        self.lines: list[str] = []
+        self.depth = 1
+        self.scopes: list[dict[tuple[object, ...], str]] = [{}]
+        self.counter = 0
+        self.storages: dict[str, None] = {}
+        self.written: dict[str, None] = {}
+        self.sizes: set[str] = set()
+        self.locals: dict[str, str] = {}
+        self.conditions: list[str] = []  # enclosing `masked` conditions
+        self.context = _Context()
+        self.reduces = bool(kernel.inner)
+        self.xnumel: Expr = product(kernel.outer)
+        self.rnumel: Expr = product(kernel.inner)
+        self.tiling: Tiling = choose_tiling(kernel, program)
+        self.wide = self._needs_int64()
+
+    # ---- emission helpers -------------------------------------------------------------------
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    @contextmanager
+    def block(self, header: str) -> Iterator[None]:
+        self.line(header)
+        self.depth += 1
+        self.scopes.append({})
+        try:
+            yield
+        finally:
+            self.scopes.pop()
+            self.depth -= 1
+
+    def fresh(self, prefix: str = "tmp") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def index(self, expr: Expr) -> str:
+        for symbol in sympy.sympify(expr).free_symbols:
+            name = str(symbol)
+            if not (name[0] in "xr" and name[1:].isdigit()) and not name.startswith("ind"):
+                self.sizes.add(name)
+        return triton_index(expr)
+
+    def _needs_int64(self) -> bool:
+        if self.xnumel.free_symbols or self.rnumel.free_symbols:
+            return True
+        if int(self.xnumel) * int(self.rnumel) > INT32_LIMIT // 2:
+            return True
+        for storage in self.program.storages.values():
+            layout = storage.layout or storage.declared
+            if layout is None:
+                return True
+            extent = sympy.Integer(1)
+            for size, stride in zip(layout.size, layout.stride):
+                extent = extent + (size - 1) * abs(stride)
+            if extent.free_symbols or int(extent) > INT32_LIMIT // 2:
+                return True
+        return False
+
+    # ---- values ---------------------------------------------------------------------------
+
+    def lookup(self, key: tuple[object, ...]) -> str | None:
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def forget_loads(self, storage: str) -> None:
+        for scope in self.scopes:
+            for key in [k for k in scope if k[0] == "load" and k[1] == storage]:
+                del scope[key]
+
+    def value(self, node: BodyValue, names: dict[int, str]) -> str:
+        """Emit `node` (and what it needs) once; its Triton variable name."""
+        done = names.get(id(node))
+        if done is not None:
+            return done
+        if node.op == "masked":
+            return self._masked(node, names)
+        if node.op == "load":
+            if node.args[2]:  # indirect loads are not shared
+                key: tuple[object, ...] = ("indirect", self.fresh())
+            else:
+                key = (
+                    "load",
+                    str(node.args[0]),
+                    str(node.args[1]),
+                    node.dtype,
+                    self.context.reduction,
+                )
+        elif node.op == "random":
+            key = ("random", self.fresh())
+        else:
+            operands = [
+                self.value(child, names) if isinstance(child, BodyValue) else child
+                for child in node.args
+            ]
+            key = (node.op, *(_key(a) for a in operands), node.dtype)
+        found = self.lookup(key)
+        if found is not None:
+            names[id(node)] = found
+            return found
+        expression = self._expression(node, names)
+        if node.op == "constant":
+            names[id(node)] = expression
+            return expression
+        name = self.fresh()
+        self.line(f"{name} = {expression}")
+        self.scopes[-1][key] = name
+        names[id(node)] = name
+        return name
+
+    def _mask(self, expr: Expr) -> str | None:
+        """The mask a load or store at `expr` needs in the current context."""
+        names = {str(s) for s in sympy.sympify(expr).free_symbols}
+        uses_x = any(n[0] == "x" and n[1:].isdigit() for n in names)
+        uses_r = any(n[0] == "r" and n[1:].isdigit() for n in names)
+        indirect = any(n.startswith("ind") for n in names)
+        parts: list[str] = []
+        if self.context.reduction and (uses_r or indirect):
+            parts.append("xrmask" if uses_x or indirect else "rmask")
+        elif uses_x or indirect:
+            parts.append("xmask")
+        parts.extend(self.conditions)
+        return " & ".join(parts) if parts else None
+
+    def _expression(self, node: BodyValue, names: dict[int, str]) -> str:
+        op = node.op
+        kind = compute_type(node.dtype)
+        if op == "load":
+            storage, index, indirect = node.args
+            assert isinstance(index, sympy.Expr) and isinstance(indirect, tuple)
+            local = self.locals.get(str(storage))
+            if local is not None:
+                return local
+            substitution = {}
+            for symbol, chosen in indirect:
+                variable = self.fresh("ind")
+                self.line(f"{variable} = ({self.value(chosen, names)}).to({self._index_type()})")
+                substitution[symbol] = sympy.Symbol(variable, integer=True)
+            index = index.xreplace(substitution)
+            self.storages[str(storage)] = None
+            mask = self._mask(index)
+            masked = f", {mask}, other=0" if mask else ""
+            load = f"tl.load(p_{storage} + ({self.index(index)}){masked})"
+            stored = self.program.storages[str(storage)].dtype
+            if stored in HALF_TYPES:
+                return f"{load}.to(tl.float32)"
+            return load
+        if op == "constant":
+            return literal(node.args[0], node.dtype)
+        if op == "index_expr":
+            expr = sympy.sympify(node.args[0])
+            if expr.is_Integer:
+                return literal(int(expr), node.dtype)
+            return f"(tl.zeros([1], {self._index_type()}) + ({self.index(expr)})).to({kind})"
+        if op == "to_dtype":
+            source = node.args[0]
+            assert isinstance(source, BodyValue)
+            value = self.value(source, names)
+            if node.dtype == torch.bool:
+                return f"({value} != 0)"
+            if node.dtype in HALF_TYPES:  # round as eager does, compute on in float32
+                return f"{value}.to({TRITON_TYPES[node.dtype]}).to(tl.float32)"
+            return f"{value}.to({kind})"
+        if op == "where":
+            c, a, b = (self.value(arg, names) for arg in node.args)  # type: ignore[arg-type]
+            return f"tl.where({c}, {a}, {b})"
+        if op == "random":
+            seed, offset, distribution = node.args
+            assert isinstance(seed, BodyValue) and isinstance(offset, sympy.Expr)
+            seed_value = self.value(seed, names)
+            function = "tl.rand" if distribution == "uniform" else "tl.randn"
+            offsets = f"(tl.zeros([1], tl.int64) + ({self.index(offset)})).to(tl.uint32)"
+            return f"{function}({seed_value}.to(tl.int64), {offsets})"
+        operands = [self.value(arg, names) for arg in node.args]  # type: ignore[arg-type]
+        operand_type = kind
+        if op in OPERAND_DTYPE_OPS:
+            first = node.args[0]
+            assert isinstance(first, BodyValue)
+            operand_type = compute_type(first.dtype)
+        return OPS[op](operands, operand_type)
+
+    def _masked(self, node: BodyValue, names: dict[int, str]) -> str:
+        mask, inner, other = node.args
+        assert isinstance(mask, BodyValue) and isinstance(inner, BodyValue)
+        condition = self.value(mask, names)
+        scoped = dict(names)
+        self.scopes.append({})
+        self.conditions.append(condition)
+        try:
+            value = self.value(inner, scoped)
+        finally:
+            self.conditions.pop()
+            self.scopes.pop()
+        result = self.fresh()
+        self.line(f"{result} = tl.where({condition}, {value}, {literal(other, node.dtype)})")
+        names[id(node)] = result
+        return result
+
+    def _index_type(self) -> str:
+        return "tl.int64" if self.wide else "tl.int32"
+
+    # ---- kernel structure -------------------------------------------------------------------
+
+    def generate(self) -> KernelSource:
+        kernel = self.kernel
+        body_lines = self._body()
+        arguments = [KernelArgument(name, "pointer") for name in self.storages]
+        arguments += [KernelArgument(name, "size") for name in sorted(self.sizes)]
+        params = [f"p_{a.name}" if a.kind == "pointer" else a.name for a in arguments]
+        params.append("XBLOCK: tl.constexpr")
+        if self.reduces:
+            params.append("RBLOCK: tl.constexpr")
+        lines = dict.fromkeys(line for m in kernel.members for line in m.node.sources)
+        comments = [f"# {line}" for line in lines]
+        header = [*comments, "@triton.jit", f"def {kernel.name}({', '.join(params)}):"]
+        signature = {
+            (f"p_{a.name}" if a.kind == "pointer" else a.name): (
+                POINTER_TYPES[self.program.storages[a.name].dtype] if a.kind == "pointer" else "i64"
+            )
+            for a in arguments
+        }
+        source = "\n".join([*header, *body_lines])
+        launch = {
+            "signature": signature,
+            "configs": [config.as_json() for config in self.tiling.configs],
+            "mutated": [f"p_{name}" for name in self.written if name in self.storages],
+            "persistent": self.tiling.persistent,
+        }
+        return KernelSource(
+            kernel.name,
+            source,
+            arguments,
+            launch=launch,
+            grid=[self._python_size(self.xnumel)],
+        )
+
+    def _python_size(self, expr: Expr) -> str:
+        from ember.inductor.codegen.cpp.printer import python_index
+
+        return python_index(expr)
+
+    def _body(self) -> list[str]:
+        kernel = self.kernel
+        self.lines = []
+        self.depth = 1
+        self.line(f"xnumel = {self.index(self.xnumel)}")
+        program_id = "tl.program_id(0).to(tl.int64)" if self.wide else "tl.program_id(0)"
+        self.line(f"xoffset = {program_id} * XBLOCK")
+        lanes = "tl.arange(0, XBLOCK)[:, None]" if self.reduces else "tl.arange(0, XBLOCK)"
+        self.line(f"xindex = xoffset + {lanes}")
+        self.line("xmask = xindex < xnumel")
+        self._split("xindex", "x", kernel.outer)
+        if self.reduces:
+            self.line(f"rnumel = {self.index(self.rnumel)}")
+            rbase = "tl.arange(0, RBLOCK)[None, :]"
+            self.line(f"rbase = {rbase}.to(tl.int64)" if self.wide else f"rbase = {rbase}")
+            if self.tiling.persistent:
+                self._r_variables("rbase")
+        members = kernel.members
+        position = 0
+        while position < len(members):
+            member = members[position]
+            if member.level == "inner":
+                group = [
+                    m for m in members[position:] if m.level == "inner" and m.group == member.group
+                ]
+                self._inner(group)
+                position += len(group)
+            elif member.level == "reduction":
+                batch = self._reduction_batch(members, position)
+                self._reductions(batch)
+                position += len(batch)
+            else:
+                self._store(member, self.value(member.body, {}))
+                position += 1
+        return self.lines
+
+    def _split(self, flat: str, prefix: str, sizes: tuple[Expr, ...]) -> None:
+        """Loop variables from a flat index (the first loop is the slowest)."""
+        count = len(sizes)
+        for position in range(count):
+            inner = product(sizes[position + 1 :])
+            value = flat if inner == 1 else f"({flat} // ({self.index(inner)}))"
+            if position > 0:
+                value = f"({value} % ({self.index(sizes[position])}))"
+            self.line(f"{index_var(prefix, position)} = {value}")
+
+    def _r_variables(self, start: str) -> None:
+        self.line(f"rindex = {start}")
+        self.line("rmask = rindex < rnumel")
+        self.line("xrmask = xmask & rmask")
+        self._split("rindex", "r", self.kernel.inner)
+
+    @contextmanager
+    def _r_block(self) -> Iterator[None]:
+        """Code over the reduction loops: a loop (looped) or the single tile (persistent)."""
+        self.context.reduction = True
+        try:
+            if self.tiling.persistent:
+                yield
+                return
+            # the bound is spelled out: the interpreter turns a local `rnumel` into a block
+            bound = self.index(self.rnumel)
+            with self.block(f"for roffset in range(0, {bound}, RBLOCK):"):
+                self._r_variables("roffset + rbase")
+                yield
+        finally:
+            self.context.reduction = False
+
+    def _reduction_batch(self, members: list[Member], position: int) -> list[Member]:
+        """Consecutive reductions that read nothing another of them writes share a loop."""
+        batch: list[Member] = []
+        written: set[str] = set()
+        for member in members[position:]:
+            if member.level != "reduction" or member.node.reads() & written:
+                break
+            batch.append(member)
+            written.add(member.node.storage)
+        return batch
+
+    def _reductions(self, batch: list[Member]) -> None:
+        accumulators: list[tuple[Member, str, str | None]] = []
+        persistent = self.tiling.persistent
+        for member in batch:
+            reduction_type = member.node.reduction_type
+            assert reduction_type is not None
+            accumulator = self.fresh("acc")
+            best = self.fresh("idx") if reduction_type in {"argmax", "argmin"} else None
+            if not persistent:
+                identity = reduction_identity(reduction_type, member.body.dtype)
+                kind = compute_type(member.body.dtype)
+                self.line(f"{accumulator} = tl.full([XBLOCK, RBLOCK], {identity}, {kind})")
+                if best is not None:
+                    self.line(f"{best} = tl.full([XBLOCK, RBLOCK], {INT32_LIMIT}, tl.int64)")
+            accumulators.append((member, accumulator, best))
+        with self._r_block():
+            for member, accumulator, best in accumulators:
+                reduction_type = member.node.reduction_type
+                assert reduction_type is not None
+                value = self.value(member.body, {})
+                identity = reduction_identity(reduction_type, member.body.dtype)
+                guarded = f"tl.where(xrmask, {value}, {identity})"
+                if persistent:
+                    self.line(f"{accumulator} = {guarded}")
+                    if best is not None:
+                        self.line(f"{best} = (rindex + tl.zeros([XBLOCK, 1], tl.int64))")
+                    continue
+                if best is not None:
+                    step = f"ember_{reduction_type}_step"
+                    new_value, new_index = self.fresh("acc"), self.fresh("idx")
+                    self.line(
+                        f"{new_value}, {new_index} = {step}({accumulator}, {best}, {value}, "
+                        f"rindex.to(tl.int64))"
+                    )
+                    self.line(f"{accumulator} = tl.where(xrmask, {new_value}, {accumulator})")
+                    self.line(f"{best} = tl.where(xrmask, {new_index}, {best})")
+                    continue
+                step = reduction_combine(reduction_type, accumulator, value, member.body.dtype)
+                self.line(f"{accumulator} = tl.where(xrmask, {step}, {accumulator})")
+        for member, accumulator, best in accumulators:
+            reduction_type = member.node.reduction_type
+            assert reduction_type is not None
+            result = self.fresh("red")
+            if best is not None:
+                step = f"ember_{reduction_type}_step"
+                self.line(f"_, {result} = tl.reduce(({accumulator}, {best}), 1, {step})")
+                self.line(f"{result} = {result}[:, None]")
+            else:
+                final = reduction_final(reduction_type, accumulator, member.body.dtype)
+                self.line(f"{result} = {final}")
+            self._store(member, result)
+
+    def _inner(self, group: list[Member]) -> None:
+        with self._r_block():
+            for member in group:
+                self._store(member, self.value(member.body, {}))
+
+    def _store(self, member: Member, value: str) -> None:
+        storage = member.node.storage
+        dtype = self.program.storages[storage].dtype
+        if storage in self.kernel.local_buffers:
+            local = self.fresh(f"{storage}_v")
+            self.line(f"{local} = {value}")
+            self.locals[storage] = local
+            return
+        self.storages[storage] = None
+        self.written[storage] = None
+        stored = f"({value} != 0)" if dtype == torch.bool else f"{value}.to({TRITON_TYPES[dtype]})"
+        mask = self._mask(member.store_index)
+        pointer = f"p_{storage} + ({self.index(member.store_index)})"
+        if mask is None:  # the same address in every lane: a block of it, masked to one
+            mask = "xrmask" if self.context.reduction else "xmask"
+            pointer += " + 0 * xindex"
+        if getattr(member.node, "store_mode", None) == "atomic_add":
+            self.line(f"tl.atomic_add({pointer}, {stored}, {mask}, sem='relaxed')")
+        else:
+            self.line(f"tl.store({pointer}, {stored}, {mask})")
+        self.forget_loads(storage)
+
+
+def _key(value: object) -> object:
+    if isinstance(value, sympy.Basic):
+        return ("expr", str(value))
+    if isinstance(value, tuple):
+        return tuple(_key(v) for v in value)
+    if isinstance(value, torch.dtype):
+        return str(value)
+    return (type(value).__name__, repr(value))
