@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
-from ember.inductor.codegen.cpp.ops import OPS
-from ember.inductor.ir.ops import BINARY_OPS, UNARY_OPS
+import ctypes
+from pathlib import Path
+
+from ember.inductor.codegen.cpp.compiler import compile_shared_library
+from ember.inductor.codegen.cpp.ops import OPS, PRELUDE, RANDOM
+from ember.inductor.ir.ops import BINARY_OPS, RANDOM_KINDS, UNARY_OPS
 
 
 def test_every_math_op_has_a_cpp_spelling() -> None:
     assert set(UNARY_OPS) | set(BINARY_OPS) == set(OPS)
+
+
+def test_every_kind_of_random_number_has_a_cpp_spelling() -> None:
+    assert set(RANDOM_KINDS) == set(RANDOM)
+
+
+def test_philox_matches_the_published_known_answer(tmp_path: Path) -> None:
+    # Random123's kat_vectors: philox4x32, 10 rounds, counter 0 and key 0
+    source = PRELUDE + (
+        'extern "C" void draw(void* out) { ember_philox(0, 0, static_cast<uint32_t*>(out)); }\n'
+    )
+    library_path = tmp_path / "philox.so"
+    library_path.write_bytes(compile_shared_library(source))
+    library = ctypes.CDLL(str(library_path))
+    words = (ctypes.c_uint32 * 4)()
+    library.draw(words)
+    assert [f"{w:08x}" for w in words] == ["6627e8d5", "e169c58d", "bc57ac4c", "9b00dbd8"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import sympy
 import torch
 
-from ember.inductor.ir.ops import ALL_OPS, BOOLEAN_UNARY_OPS, COMPARISON_OPS
+from ember.inductor.ir.ops import ALL_OPS, BOOLEAN_UNARY_OPS, COMPARISON_OPS, RANDOM_KINDS
 
 Index = Sequence[sympy.Expr]
 
@@ -56,6 +56,14 @@ def constant(value: float | int | bool, dtype: torch.dtype) -> BodyValue:
 
 def index_expr(expr: sympy.Expr, dtype: torch.dtype) -> BodyValue:
     return BodyValue("index_expr", (expr,), dtype)
+
+
+def random(seed: BodyValue, offset: sympy.Expr, kind: str) -> BodyValue:
+    """A float32 drawn by a counter-based generator (Philox-4x32-10 in C++): a pure function
+    of the int64 `seed` value and the int64 `offset` expression, so equal arguments give equal
+    numbers in every kernel. `kind`: "uniform" on [0, 1) or "normal" (mean 0, std 1)."""
+    assert kind in RANDOM_KINDS, kind
+    return BodyValue("random", (to_dtype(seed, torch.int64), offset, kind), torch.float32)
 
 
 def to_dtype(value: BodyValue, dtype: torch.dtype) -> BodyValue:

@@ -10,6 +10,12 @@ from __future__ import annotations
 # Memory and leaves: load(storage, index, indirect), constant(value), index_expr(expr).
 LEAF_OPS = ("load", "constant", "index_expr")
 
+# Counter-based random numbers: random(seed, offset, kind) is a pure function of an int64
+# seed value (a BodyValue) and an int64 offset (an index expression, the element's flat
+# position plus the sampling op's offset); kind is one of RANDOM_KINDS, the result float32.
+RANDOM_OPS = ("random",)
+RANDOM_KINDS = ("uniform", "normal")  # uniform on [0, 1); standard normal
+
 # Structure: to_dtype(x, dtype), where(c, a, b), masked(mask, body, other).
 STRUCTURE_OPS = ("to_dtype", "where", "masked")
 
@@ -33,4 +39,8 @@ BOOLEAN_UNARY_OPS = frozenset({"signbit", "isnan", "isinf", "isfinite", "logical
 # How a reduction node combines its body's values along its reduction loops.
 REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin")
 
-ALL_OPS = (*LEAF_OPS, *STRUCTURE_OPS, *UNARY_OPS, *BINARY_OPS)
+# How a loop node stores its value: None overwrites `storage[index] = value`; "atomic_add"
+# accumulates `storage[index] += value` atomically (several loop points may hit one index).
+STORE_MODES = ("atomic_add",)
+
+ALL_OPS = (*LEAF_OPS, *RANDOM_OPS, *STRUCTURE_OPS, *UNARY_OPS, *BINARY_OPS)

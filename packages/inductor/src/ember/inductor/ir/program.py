@@ -29,7 +29,12 @@ class Storage:
 @dataclass
 class LoopNode:
     """Store `body` into `storage` at `store_index` for every point of `ranges`; a reduction
-    node reduces `body` over `reduction_ranges` first (variables `x*` and `r*`)."""
+    node reduces `body` over `reduction_ranges` first (variables `x*` and `r*`).
+
+    `store_indirect` binds symbols of `store_index` to values computed in the loop (a
+    scatter's index), as a load's `indirect` does. `store_mode` None overwrites; "atomic_add"
+    adds the value to what the storage holds, atomically, since several loop points may hit
+    one element (scatter_add): such a node is a read-modify-write of its storage."""
 
     name: str
     storage: str
@@ -43,9 +48,20 @@ class LoopNode:
     reduction_variables: tuple[sympy.Symbol, ...] = ()
     reduction_type: str | None = None
     sources: tuple[str, ...] = ()  # the user lines it computes (`model.py:12: code`)
+    store_indirect: tuple[tuple[sympy.Symbol, BodyValue], ...] = ()
+    store_mode: str | None = None  # None or one of ir.ops.STORE_MODES
+
+    def trees(self) -> list[BodyValue]:
+        """The body and the values its store index reads."""
+        return [self.body, *(value for _, value in self.store_indirect)]
 
     def reads(self) -> set[str]:
-        return {str(value.args[0]) for value in walk(self.body) if value.op == "load"}
+        return {
+            str(value.args[0])
+            for tree in self.trees()
+            for value in walk(tree)
+            if value.op == "load"
+        }
 
     def writes(self) -> set[str]:
         return {self.storage}

@@ -4,8 +4,10 @@ A kernel has outer loops (run in parallel) and, when it reduces, inner loops. A 
 the kernel being built when its simplified loops match (a reduction over the same loops, a
 pointwise node over the outer loops, or one over outer+inner loops: the epilogue) and every
 buffer it shares with the kernel's nodes is read and written at the same index (so no
-iteration reads what another thread writes). Buffers written and read only inside one kernel
-at one loop level stay in registers: they are never allocated.
+iteration reads what another thread writes). A node that accumulates atomically into a
+storage (scatter_add) shares a kernel with no node that reads or writes that storage.
+Buffers written and read only inside one kernel at one loop level stay in registers: they
+are never allocated.
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ class Member:
     body: BodyValue
     store_index: Expr
     group: int = 0
+    store_indirect: tuple[tuple[sympy.Symbol, BodyValue], ...] = ()  # the node's, renamed
+
+    @property
+    def store_mode(self) -> str | None:
+        return self.node.store_mode
+
+    def loads(self) -> list[BodyValue]:
+        """The loads of its body and of the values its store index reads."""
+        trees = [self.body, *(value for _, value in self.store_indirect)]
+        return [load for tree in trees for load in body.loads(tree)]
 
 
 @dataclass
@@ -55,9 +67,9 @@ ScheduledNode = Kernel | ExternNode
 LOOKBACK = 8
 
 
-def schedule(program: Program) -> list[ScheduledNode]:
+def schedule(program: Program, prefix: str = "cpp") -> list[ScheduledNode]:
     """The program's nodes grouped into kernels and extern calls, in an order that keeps
-    every read after the write it depends on."""
+    every read after the write it depends on; kernels are named `<prefix>_fused_<ops>_<n>`."""
     scheduled: list[ScheduledNode] = []
     for node in program.nodes:
         if isinstance(node, ExternNode) or not _join_earlier(scheduled, node):
@@ -68,7 +80,7 @@ def schedule(program: Program) -> list[ScheduledNode]:
     for item in scheduled:
         if isinstance(item, Kernel):
             names = "_".join(item.origins()[:6])
-            item.name = f"cpp_fused_{names}_{item.name}"
+            item.name = f"{prefix}_fused_{names}_{item.name}"
     return scheduled
 
 
@@ -108,7 +120,12 @@ def _with_ranges(node: LoopNode) -> LoopNode:
         return simplify_with_ranges(expr, ranges)
 
     simplified = dataclasses.replace(
-        node, body=body.map_indices(node.body, simplify), store_index=simplify(node.store_index)
+        node,
+        body=body.map_indices(node.body, simplify),
+        store_index=simplify(node.store_index),
+        store_indirect=tuple(
+            (symbol, body.map_indices(value, simplify)) for symbol, value in node.store_indirect
+        ),
     )
     _RANGE_SIMPLIFIED[id(node)] = (node, simplified)
     return simplified
@@ -117,53 +134,67 @@ def _with_ranges(node: LoopNode) -> LoopNode:
 _RANGE_SIMPLIFIED: dict[int, tuple[LoopNode, LoopNode]] = {}
 
 
-def _simplified(node: LoopNode) -> tuple[tuple[Expr, ...], tuple[Expr, ...], BodyValue, Expr]:
+def _indices(node: LoopNode) -> list[Expr]:
+    """Every index expression the node uses, its store's included."""
+    found = body_indices(node.body, [node.store_index])
+    for _, value in node.store_indirect:
+        found += body_indices(value)
+    return found
+
+
+def _member(
+    node: LoopNode, simplified: LoopNode, level: str, mapping: dict[sympy.Symbol, Expr]
+) -> Member:
+    """`node` placed at `level`: its range-simplified form's loop variables renamed."""
+    return Member(
+        node,
+        level,
+        body.substitute(simplified.body, mapping),
+        sympy.expand(simplified.store_index.xreplace(mapping)),
+        store_indirect=tuple(
+            (symbol, body.substitute(value, mapping)) for symbol, value in simplified.store_indirect
+        ),
+    )
+
+
+def _simplified(node: LoopNode) -> tuple[tuple[Expr, ...], tuple[Expr, ...], LoopNode,
+                                         dict[sympy.Symbol, Expr]]:  # fmt: skip
     node = _with_ranges(node)
-    indices = body_indices(node.body, [node.store_index])
+    indices = _indices(node)
     outer = simplify_loops(node.variables, node.ranges, indices, "x")
     inner = simplify_loops(node.reduction_variables, node.reduction_ranges, indices, "r")
-    mapping = {**outer.mapping, **inner.mapping}
-    tree = body.substitute(node.body, mapping)
-    store = sympy.expand(node.store_index.xreplace(mapping))
-    return outer.sizes, inner.sizes, tree, store
+    return outer.sizes, inner.sizes, node, {**outer.mapping, **inner.mapping}
 
 
 def _new_kernel(node: LoopNode, position: int) -> Kernel:
-    outer, inner, tree, store = _simplified(node)
+    outer, inner, simplified, mapping = _simplified(node)
     level = "reduction" if node.reduction_type is not None else "outer"
     kernel = Kernel(str(position), outer, inner if node.reduction_type else ())
-    kernel.members.append(Member(node, level, tree, store))
+    kernel.members.append(_member(node, simplified, level, mapping))
     return kernel
 
 
 def _fit(kernel: Kernel, node: LoopNode) -> Member | None:
-    outer, inner, tree, store = _simplified(node)
+    outer, inner, simplified, mapping = _simplified(node)
     if node.reduction_type is not None:
         if _equal(outer, kernel.outer) and _equal(inner, kernel.inner):
-            return Member(node, "reduction", tree, store)
+            return _member(node, simplified, "reduction", mapping)
         return None
     if _equal(outer, kernel.outer):
-        return Member(node, "outer", tree, store)
+        return _member(node, simplified, "outer", mapping)
     if not kernel.inner or not same(product(outer), product(kernel.outer) * product(kernel.inner)):
         return None
     # split the node's own loops into an outer part and an inner part
-    node = _with_ranges(node)
-    indices = body_indices(node.body, [node.store_index])
-    sizes = [s for s in node.ranges]
-    variables = list(node.variables)
+    indices = _indices(simplified)
+    sizes = [s for s in simplified.ranges]
+    variables = list(simplified.variables)
     for split in range(len(sizes) + 1):
         if not same(product(sizes[:split]), product(kernel.outer)):
             continue
         head = simplify_loops(variables[:split], sizes[:split], indices, "x")
         tail = simplify_loops(variables[split:], sizes[split:], indices, "r")
         if _equal(head.sizes, kernel.outer) and _equal(tail.sizes, kernel.inner):
-            mapping = {**head.mapping, **tail.mapping}
-            return Member(
-                node,
-                "inner",
-                body.substitute(node.body, mapping),
-                sympy.expand(node.store_index.xreplace(mapping)),
-            )
+            return _member(node, simplified, "inner", {**head.mapping, **tail.mapping})
     return None
 
 
@@ -181,13 +212,20 @@ def _try_join(kernel: Kernel, node: LoopNode) -> bool:
 
 
 def _safe(kernel: Kernel, member: Member) -> bool:
+    for other in kernel.members:
+        # an atomic accumulation is a read-modify-write at indices known only at run time:
+        # nothing else in its kernel may touch its storage
+        if other.store_mode is not None and other.node.storage in _storages(member):
+            return False
+        if member.store_mode is not None and member.node.storage in _storages(other):
+            return False
     written = {m.node.storage: m.store_index for m in kernel.members}
-    for load in body.loads(member.body):
+    for load in member.loads():
         storage, index = str(load.args[0]), load.args[1]
         if storage in written and (load.args[2] or not _same_index(written[storage], index)):
             return False
     for other in kernel.members:
-        for load in body.loads(other.body):
+        for load in other.loads():
             if str(load.args[0]) == member.node.storage and (
                 load.args[2] or not _same_index(member.store_index, load.args[1])
             ):
@@ -197,6 +235,10 @@ def _safe(kernel: Kernel, member: Member) -> bool:
         ):
             return False
     return True
+
+
+def _storages(member: Member) -> set[str]:
+    return {member.node.storage, *(str(load.args[0]) for load in member.loads())}
 
 
 def _same_index(a: object, b: object) -> bool:
@@ -217,7 +259,7 @@ def _find_local_buffers(program: Program, scheduled: Sequence[ScheduledNode]) ->
                 readers.setdefault(storage, []).append((position, None))
             continue
         for member in item.members:
-            for load in body.loads(member.body):
+            for load in member.loads():
                 readers.setdefault(str(load.args[0]), []).append((position, member))
             writers[member.node.storage] = writers.get(member.node.storage, 0) + 1
     kept = {arg.storage for arg in program.outputs if hasattr(arg, "storage")}
@@ -228,6 +270,8 @@ def _find_local_buffers(program: Program, scheduled: Sequence[ScheduledNode]) ->
             storage = member.node.storage
             info = program.storages[storage]
             if info.is_input or info.layout is None or storage in kept or writers[storage] != 1:
+                continue
+            if member.store_mode is not None:  # accumulates into memory, never a register
                 continue
             uses = readers.get(storage, [])
             if all(

@@ -24,13 +24,16 @@ class Loops:
 
 
 def body_indices(root: BodyValue, extra: Sequence[Expr] = ()) -> list[Expr]:
-    """Every index expression a body uses (loads, index_expr, indirect values)."""
+    """Every index expression a body uses (loads, index_expr, random offsets, indirect
+    values)."""
     found: list[Expr] = list(extra)
     for value in body.walk(root):
         if value.op == "load":
             found.append(value.args[1])
         elif value.op == "index_expr":
             found.append(value.args[0])
+        elif value.op == "random":
+            found.append(value.args[1])
     return found
 
 

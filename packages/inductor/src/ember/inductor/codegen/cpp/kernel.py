@@ -1,6 +1,7 @@
 """One fused kernel as C++: OpenMP over the outer loops, a loop per reduction and per group
 of inner (epilogue) nodes, bodies emitted once per distinct value (common subexpressions
-shared), buffers local to the kernel kept in registers.
+shared), buffers local to the kernel kept in registers. Atomic accumulations are `+=` under
+`#pragma omp atomic`, and a loop holding one is not vectorized.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ember.inductor.codegen.cpp.ops import (
     CPP_TYPES,
     OPERAND_DTYPE_OPS,
     OPS,
+    RANDOM,
     literal,
     reduction_combine,
     reduction_init,
@@ -140,6 +142,10 @@ class CppKernel:
             return literal(node.args[0], node.dtype)
         if op == "index_expr":
             return f"static_cast<{cpp}>({self.index(node.args[0])})"
+        if op == "random":
+            seed, offset, kind = node.args
+            assert isinstance(seed, BodyValue) and isinstance(offset, sympy.Expr)
+            return f"{RANDOM[str(kind)]}({self.value(seed, names)}, {self.index(offset)})"
         if op == "to_dtype":
             source = node.args[0]
             assert isinstance(source, BodyValue)
@@ -184,11 +190,12 @@ class CppKernel:
             split = len(kernel.outer) - 1 if not kernel.inner and len(kernel.outer) > 1 else None
             threaded = kernel.outer[:split] if split is not None else kernel.outer
             collapse = f" collapse({len(threaded)})" if len(threaded) > 1 else ""
-            simd = " simd" if not kernel.inner and len(kernel.outer) == 1 else ""
+            vector = not any(m.store_mode for m in kernel.members if m.level == "outer")
+            simd = " simd" if not kernel.inner and len(kernel.outer) == 1 and vector else ""
             condition = f"if({self.size(numel)} >= {PARALLEL_THRESHOLD}L)"
             self.line(f"#pragma omp parallel for{simd}{collapse} {condition}")
             for position, (variable, size) in enumerate(zip(outer_vars, kernel.outer)):
-                if split is not None and position == split:
+                if split is not None and position == split and vector:
                     self.line("#pragma omp simd")
                 bound = self.size(size)
                 self.line(f"for (int64_t {variable} = 0; {variable} < {bound}; ++{variable})")
@@ -209,7 +216,8 @@ class CppKernel:
             if member.level == "reduction":
                 self._reduction(member, parallel=not parallel_outer and len(members) == 1)
             else:
-                self._store(member, self.value(member.body, {}))
+                names: dict[int, str] = {}
+                self._store(member, self.value(member.body, names), names)
             position += 1
         for _ in range(loops_open):
             self.depth -= 1
@@ -236,7 +244,7 @@ class CppKernel:
     def _pointee(self, storage: str) -> str:
         return CPP_TYPES[self.program.storages[storage].dtype]
 
-    def _store(self, member: Member, value: str) -> None:
+    def _store(self, member: Member, value: str, names: dict[int, str]) -> None:
         storage = member.node.storage
         cpp = CPP_TYPES[member.node.dtype]
         if storage in self.kernel.local_buffers:
@@ -245,7 +253,18 @@ class CppKernel:
             self.locals[storage] = local
             return
         self.storages[storage] = None
-        self.line(f"{storage}[{self.index(member.store_index)}] = {value};")
+        substitution = {}
+        for symbol, chosen in member.store_indirect:
+            variable = self.fresh("ind")
+            self.line(f"int64_t {variable} = {self.value(chosen, names)};")
+            substitution[symbol] = sympy.Symbol(variable, integer=True)
+        target = f"{storage}[{self.index(member.store_index.xreplace(substitution))}]"
+        if member.store_mode == "atomic_add":
+            self.line("#pragma omp atomic")
+            self.line(f"{target} += {value};")
+        else:
+            assert member.store_mode is None, member.store_mode
+            self.line(f"{target} = {value};")
         self.forget_loads(storage)
 
     def _reduction_loops(self, parallel_clause: str) -> list[str]:
@@ -301,24 +320,26 @@ class CppKernel:
             self.depth -= 1
             self.line("}")
         result = best if arg else accumulator
-        self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({result})")
+        self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({result})", {})
 
     def _inner(self, group: list[Member], parallel: bool) -> None:
         headers = self._reduction_loops("")
         numel = product(self.kernel.inner)
+        simd = "" if any(m.store_mode for m in group) else " simd"
         if len(headers) == 1:
             if parallel:
                 self.line(
-                    f"#pragma omp parallel for simd if({self.size(numel)} >= {PARALLEL_THRESHOLD}L)"
+                    f"#pragma omp parallel for{simd} if({self.size(numel)} >= {PARALLEL_THRESHOLD}L)"
                 )
-            else:
+            elif simd:
                 self.line("#pragma omp simd")
         for header in headers[:-1]:
             self.line(header + " {")
             self.depth += 1
         with self.block(headers[-1]):
             for member in group:
-                self._store(member, self.value(member.body, {}))
+                names: dict[int, str] = {}
+                self._store(member, self.value(member.body, names), names)
         for _ in headers[:-1]:
             self.depth -= 1
             self.line("}")

@@ -2,7 +2,8 @@
 
 Each entry takes the C++ expressions of its operands (already cast to the op's compute
 dtype) and the result's C++ type. Helpers with torch's semantics (NaN-propagating max,
-Python-style remainder) live in the module prelude `PRELUDE`.
+Python-style remainder, the Philox random number generator) live in the module prelude
+`PRELUDE`.
 """
 
 from __future__ import annotations
@@ -65,6 +66,44 @@ template <typename T> static inline T ember_pow(T a, T b) {
   } else return std::pow(a, b);
 }
 template <typename T> static inline T ember_div(T a, T b) { return a / b; }
+
+// Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11):
+// counter = (offset, 0), key = seed; a pure function, so any kernel redraws the same number.
+static inline void ember_philox(uint64_t seed, uint64_t offset, uint32_t out[4]) {
+  uint32_t c0 = static_cast<uint32_t>(offset), c1 = static_cast<uint32_t>(offset >> 32);
+  uint32_t c2 = 0, c3 = 0;
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+    uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c1 = static_cast<uint32_t>(p1);
+    c3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+// the top 24 bits as a float in [0, 1): every value exact, 1 never reached
+static inline float ember_bits_to_unit(uint32_t bits) {
+  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+}
+static inline float ember_random_uniform(int64_t seed, int64_t offset) {
+  uint32_t words[4];
+  ember_philox(static_cast<uint64_t>(seed), static_cast<uint64_t>(offset), words);
+  return ember_bits_to_unit(words[0]);
+}
+// Box-Muller on two words: u1 in (0, 1] keeps the logarithm finite
+static inline float ember_random_normal(int64_t seed, int64_t offset) {
+  uint32_t words[4];
+  ember_philox(static_cast<uint64_t>(seed), static_cast<uint64_t>(offset), words);
+  float u1 = 1.0f - ember_bits_to_unit(words[0]);
+  float u2 = ember_bits_to_unit(words[1]);
+  return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795864769f * u2);
+}
 """
 
 Emit = Callable[[list[str], str], str]
@@ -143,6 +182,12 @@ OPS: dict[str, Emit] = {
     "ge": _infix(">="),
     "logical_and": _infix("&&"),
     "logical_or": _infix("||"),
+}
+
+# The C++ function drawing each kind of the `random` op, called as fn(seed, offset).
+RANDOM: dict[str, str] = {
+    "uniform": "ember_random_uniform",
+    "normal": "ember_random_normal",
 }
 
 # Ops whose operands keep their own dtype (the result dtype differs).

@@ -1,0 +1,130 @@
+"""Random numbers as loops: `random(seed, offset, kind)` drawn by Philox in the kernels.
+Values follow ember's stream, not eager torch's, so the tests check distributions, the
+dependence on torch's seed, and that dropout's mask is the same in the forward and the
+backward."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember.prims as prims
+from ember.inductor.backend import inductor
+from ember.inductor.codegen.cpp.ops import PRELUDE, RANDOM
+from ember.inductor.ir import body
+from ember.inductor.ir.program import ExternNode, LoopNode
+from ember.inductor.lowering.graph_lowering import lower_graph
+from ember.inductor.pipeline import DECOMPOSITIONS, compile_graph
+from ember.prims.decompositions import decompose
+from ember.runtime import ArtifactCache
+
+N = 100_000
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArtifactCache]:
+    yield ArtifactCache(Path(tmp_path_factory.mktemp("random-cache")))
+
+
+def samples(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.rand_like(x), torch.randn(N), torch.rand(N), torch.empty(N).uniform_(-2.0, 3.0)
+
+
+@pytest.fixture(scope="module")
+def compiled_samples(cache: ArtifactCache) -> Any:
+    x = torch.zeros(N)
+    return compile_graph(prims.trace(samples, x), (x,), cache=cache), x
+
+
+def test_sampling_is_a_loop_that_calls_philox(caplog: pytest.LogCaptureFixture) -> None:
+    x = torch.zeros(N)
+    with caplog.at_level(logging.INFO, logger="ember.inductor.perf_hints"):
+        program = lower_graph(decompose(prims.trace(samples, x), DECOMPOSITIONS))
+    assert "falls back" not in caplog.text
+    externs = [n.target for n in program.nodes if isinstance(n, ExternNode)]
+    assert externs == ["prims::random_seed"] * 4  # one fresh seed per draw, no fallback
+    kinds = sorted(
+        str(value.args[2])
+        for node in program.nodes
+        if isinstance(node, LoopNode)
+        for value in body.walk(node.body)
+        if value.op == "random"
+    )
+    assert kinds == ["normal", "uniform", "uniform", "uniform"]
+
+
+def test_uniform_and_normal_have_their_distributions(compiled_samples: Any) -> None:
+    compiled, x = compiled_samples
+    kernels = compiled.module.replace(PRELUDE.strip(), "")
+    assert all(f"{fn}(" in kernels for fn in RANDOM.values())
+    torch.manual_seed(0)
+    uniform, normal, rand, shifted = compiled(x)
+    for u in (uniform, rand):
+        assert u.dtype == torch.float32 and u.shape == (N,)
+        assert u.min().item() >= 0.0 and u.max().item() < 1.0
+        # mean 1/2 and variance 1/12, within 6 standard errors
+        assert abs(u.mean().item() - 0.5) < 6 * (1 / 12) ** 0.5 / N**0.5
+        assert abs(u.var().item() - 1 / 12) < 6 * (1 / 180) ** 0.5 / N**0.5
+        assert len(torch.unique(u)) > 0.99 * N
+    assert abs(normal.mean().item()) < 6 / N**0.5
+    assert abs(normal.std().item() - 1.0) < 6 * 0.5**0.5 / N**0.5
+    assert abs(((normal > 1.0).float().mean().item()) - 0.158655) < 0.01  # the shape too
+    assert shifted.min().item() >= -2.0 and shifted.max().item() < 3.0
+    assert abs(shifted.mean().item() - 0.5) < 6 * (25 / 12) ** 0.5 / N**0.5
+    # two draws in one graph are never merged into one
+    assert not torch.equal(uniform, rand)
+
+
+def test_torch_seed_decides_the_numbers(compiled_samples: Any) -> None:
+    compiled, x = compiled_samples
+    torch.manual_seed(123)
+    first = compiled(x)
+    torch.manual_seed(123)
+    again = compiled(x)
+    torch.manual_seed(124)
+    other = compiled(x)
+    for a, b, c in zip(first, again, other):
+        assert torch.equal(a, b)
+        assert not torch.equal(a, c)
+    assert not torch.equal(compiled(x)[0], again[0])  # no reseed: the generator moved on
+
+
+def test_float64_samples_fall_back_and_stay_correct(cache: ArtifactCache) -> None:
+    def draw() -> torch.Tensor:
+        return torch.rand(1000, dtype=torch.float64)
+
+    result = compile_graph(prims.trace(draw), (), cache=cache)()
+    assert result.dtype == torch.float64 and result.min() >= 0.0 and result.max() < 1.0
+
+
+def dropout_step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return F.dropout(x * w, 0.3, training=True)
+
+
+def test_dropout_mask_is_the_same_in_forward_and_backward(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    x = (torch.randn(200, 100).abs() + 0.5).requires_grad_()  # a zero output was dropped
+    w = torch.full((100,), 2.0, requires_grad=True)
+    compiled = inductor(prims.trace(dropout_step, x, w), (x, w))
+    torch.manual_seed(0)
+    out = compiled(x, w)
+    upstream = torch.randn(200, 100)
+    out.backward(upstream)
+    dropped = out == 0
+    assert abs(dropped.float().mean().item() - 0.3) < 6 * (0.3 * 0.7 / out.numel()) ** 0.5
+    values = x.detach()
+    torch.testing.assert_close(out[~dropped], (values * 2.0)[~dropped] / 0.7)
+    # the backward saw the forward's mask: gradients vanish exactly where the output did
+    assert x.grad is not None and w.grad is not None
+    assert torch.equal(x.grad == 0, dropped)
+    torch.testing.assert_close(x.grad, torch.where(dropped, 0.0, upstream * 2.0 / 0.7))
+    expected = torch.where(dropped, 0.0, upstream * values / 0.7).sum(0)
+    torch.testing.assert_close(w.grad, expected)
