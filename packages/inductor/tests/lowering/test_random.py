@@ -95,6 +95,22 @@ def test_torch_seed_decides_the_numbers(compiled_samples: Any) -> None:
     assert not torch.equal(compiled(x)[0], again[0])  # no reseed: the generator moved on
 
 
+def reread(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r = torch.rand(64, 50)
+    return r.sum(1), r.t() * 1.0, r
+
+
+def test_a_sample_recomputed_in_several_kernels_is_the_same_number(
+    cache: ArtifactCache,
+) -> None:
+    x = torch.zeros(1)
+    compiled = compile_graph(prims.trace(reread, x), (x,), cache=cache)
+    assert compiled.kernel_count > 1  # the row sums, the transpose and r itself
+    sums, transposed, r = compiled(x)
+    torch.testing.assert_close(sums, r.sum(1))
+    assert torch.equal(transposed, r.t())
+
+
 def test_float64_samples_fall_back_and_stay_correct(cache: ArtifactCache) -> None:
     def draw() -> torch.Tensor:
         return torch.rand(1000, dtype=torch.float64)
