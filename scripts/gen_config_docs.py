@@ -63,8 +63,11 @@ def config_classes() -> list[tuple[str, type[Any]]]:
             module = importlib.import_module(module_name)
         except ImportError:
             continue
+        # The layer's config class is `<Layer>Config` (other exported *Config names, such as
+        # ember.runtime's LaunchConfig, are not settings).
+        expected = module_name.rpartition(".")[2].capitalize() + "Config"
         for name in getattr(module, "__all__", ()):
-            if name.endswith("Config") and isinstance(getattr(module, name, None), type):
+            if name == expected and isinstance(getattr(module, name, None), type):
                 found.append((module_name, getattr(module, name)))
         if module_name == "ember.prims" and not any(m == "ember.prims" for m, _ in found):
             # Until ember.prims re-exports it, PrimsConfig lives in ember.prims.config.

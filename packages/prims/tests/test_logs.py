@@ -55,6 +55,7 @@ def test_topic_and_layer_loggers() -> None:
         "graphs",
         "output_code",
         "perf_hints",
+        "autotune",
     }
     with pytest.raises(LogsSpecError, match="unknown log topic"):
         topic_logger("bytecode")

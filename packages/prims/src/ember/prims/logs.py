@@ -55,6 +55,10 @@ TOPICS: dict[str, Topic] = {
         "ember.inductor.perf_hints",
         "places where ember could not generate fast code and why",
     ),
+    "autotune": Topic(
+        "ember.runtime.autotune",
+        "each autotuned kernel: the launch configs timed, their times and the one chosen",
+    ),
 }
 
 OFF = logging.CRITICAL + 1

@@ -1,15 +1,33 @@
 """ember-runtime: loads and runs compiled artifacts.
 
 It holds the on-disk compiled-artifact cache (`ArtifactCache`), shared safely between
-processes, and `load_shared_library` (compiled kernels kept in that cache, opened with
-ctypes); kernel launch and CUDA graph trees come next (see the package README).
+processes, `load_shared_library` (compiled kernels kept in that cache, opened with ctypes) and
+the Triton launcher (`load_triton_module`, `TritonKernel`, `compile_kernels`; triton is
+imported only when used); CUDA graph trees come next (see the package README).
 """
 
 from ember.runtime.cache.key import artifact_key
 from ember.runtime.cache.store import ArtifactCache, CacheStats, default_cache_root
 from ember.runtime.config import RuntimeConfig
-from ember.runtime.errors import CacheKeyError, CorruptEntryError, EmberRuntimeError
+from ember.runtime.errors import (
+    CacheKeyError,
+    CorruptEntryError,
+    EmberRuntimeError,
+    KernelArgumentError,
+    KernelDeviceError,
+    KernelSignatureError,
+    TritonInterpreterError,
+    TritonUnavailableError,
+)
 from ember.runtime.loader.shared_library import load_shared_library
+from ember.runtime.triton import (
+    LaunchConfig,
+    TritonKernel,
+    compile_kernels,
+    cuda_target,
+    load_triton_module,
+    triton_cache_dir,
+)
 
 __all__ = [
     "ArtifactCache",
@@ -17,8 +35,19 @@ __all__ = [
     "CacheStats",
     "CorruptEntryError",
     "EmberRuntimeError",
+    "KernelArgumentError",
+    "KernelDeviceError",
+    "KernelSignatureError",
+    "LaunchConfig",
     "RuntimeConfig",
+    "TritonInterpreterError",
+    "TritonKernel",
+    "TritonUnavailableError",
     "artifact_key",
+    "compile_kernels",
+    "cuda_target",
     "default_cache_root",
     "load_shared_library",
+    "load_triton_module",
+    "triton_cache_dir",
 ]

@@ -11,12 +11,20 @@ from ember.prims.config import config_class, setting
 
 @config_class
 class RuntimeConfig:
-    """Settings of ember-runtime: where compiled artifacts are cached."""
+    """Settings of ember-runtime: where compiled artifacts are cached, how kernels compile."""
 
     cache_dir: str = setting(
         "",
         env="EMBER_CACHE_DIR",
         help="Root directory of ember's on-disk caches (compiled artifacts live under "
         "'artifacts/'); empty means ~/.cache/ember.",
+        cache_key=False,
+    )
+
+    compile_threads: int = setting(
+        0,
+        env="EMBER_COMPILE_THREADS",
+        help="Worker processes that compile Triton kernels in parallel; 0 means one per CPU, "
+        "1 compiles in the calling process.",
         cache_key=False,
     )

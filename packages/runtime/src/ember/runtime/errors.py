@@ -17,3 +17,23 @@ class CacheKeyError(EmberRuntimeError, ValueError):
 
 class CorruptEntryError(EmberRuntimeError):
     """An on-disk cache entry fails its header, length or checksum check (handled internally)."""
+
+
+class KernelSignatureError(EmberRuntimeError, TypeError):
+    """A Triton kernel's signature, launch configs and parameters do not agree."""
+
+
+class KernelArgumentError(EmberRuntimeError, ValueError):
+    """A kernel launch got arguments it cannot take (wrong count, a non-tensor pointer)."""
+
+
+class KernelDeviceError(KernelArgumentError):
+    """A GPU kernel got a tensor that is not on the GPU."""
+
+
+class TritonUnavailableError(EmberRuntimeError, ImportError):
+    """Triton kernels were asked for but triton is not installed."""
+
+
+class TritonInterpreterError(EmberRuntimeError, RuntimeError):
+    """The Triton interpreter was switched on after triton was imported (too late for triton 3)."""

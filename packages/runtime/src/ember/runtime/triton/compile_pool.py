@@ -1,0 +1,139 @@
+"""`compile_kernels`: compile many kernels in parallel worker processes, then load them here.
+
+Workers (`compile_worker.py`, started by path) fill Triton's on-disk cache; the compiles in
+this process that follow are cache hits (same `ASTSource`, same key). Worker count: the
+`workers` argument, else `EMBER_COMPILE_THREADS`, else one per CPU; a single worker or a
+single job compiles in this process. A progress bar appears when compiling takes over 2 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ember.prims.config import load
+from ember.prims.logs import layer_logger
+from ember.runtime.config import RuntimeConfig
+from ember.runtime.triton.kernel import TritonKernel, interpreting
+from ember.runtime.triton.module import triton_cache_dir
+from ember.runtime.triton.progress import Progress
+from ember.runtime.triton.target import cuda_target
+from ember.runtime.triton.variant import Variant
+
+logger = layer_logger("runtime")
+
+WORKER = Path(__file__).resolve().parent / "compile_worker.py"
+
+
+def compile_kernels(
+    kernels: Sequence[TritonKernel],
+    target: Any = None,
+    workers: int | None = None,
+    *,
+    progress_threshold: float = 2.0,
+    stream: TextIO | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Compile every config each kernel will use (the aligned variant) for `target` (default:
+    the current CUDA device). Nothing to do without a GPU and no target, or when the kernels
+    run in the Triton interpreter (their module was imported with `TRITON_INTERPRET=1`)."""
+    kernels = list(kernels)
+    if not kernels or interpreting(kernels[0].function):
+        return
+    if target is None:
+        import torch
+
+        if not torch.cuda.is_available():
+            return
+        target = cuda_target()
+    jobs = [(kernel, config) for kernel in kernels for config in kernel.planned_configs()]
+    count = worker_count(workers, len(jobs))
+    progress = Progress(len(jobs), threshold=progress_threshold, stream=stream, clock=clock)
+    try:
+        if count > 1:
+            variants = [
+                (
+                    kernel.variant(config, aligned=True, target=target),
+                    triton_cache_dir(kernel.cache),
+                )
+                for kernel, config in jobs
+            ]
+            _warm(variants, count, progress)
+            for kernel, config in jobs:
+                kernel.compile(config, aligned=True, target=target)  # cache hits now
+        else:
+            for kernel, config in jobs:
+                kernel.compile(config, aligned=True, target=target)
+                progress.advance()
+    finally:
+        progress.close()
+
+
+def worker_count(requested: int | None, jobs: int) -> int:
+    """How many worker processes to start for `jobs` compile jobs (1: compile in-process)."""
+    count = requested if requested is not None else load(RuntimeConfig).compile_threads
+    if count <= 0:
+        count = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1
+        )
+    return max(1, min(count, jobs))
+
+
+def _warm(jobs: Sequence[tuple[Variant, str | None]], count: int, progress: Progress) -> None:
+    """Compile `jobs` in `count` worker processes; failures are logged and left to this process."""
+    pending: queue.SimpleQueue[tuple[Variant, str | None]] = queue.SimpleQueue()
+    for job in jobs:
+        pending.put(job)
+    threads = [threading.Thread(target=_drive, args=(pending, progress)) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _drive(pending: queue.SimpleQueue[tuple[Variant, str | None]], progress: Progress) -> None:
+    """Run one worker process: hand it jobs one at a time until none are left."""
+    process = subprocess.Popen(
+        [sys.executable, str(WORKER)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        env={**os.environ, "TRITON_INTERPRET": "0"},  # workers compile, never interpret
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        while True:
+            try:
+                variant, cache_dir = pending.get_nowait()
+            except queue.Empty:
+                break
+            message = {"variant": variant.to_json(), "cache_dir": cache_dir}
+            try:
+                process.stdin.write(json.dumps(message) + "\n")
+                process.stdin.flush()
+                line = process.stdout.readline()
+            except OSError:
+                line = ""
+            progress.advance()
+            if not line:
+                logger.warning("a Triton compile worker exited; compiling the rest in-process")
+                break
+            reply = json.loads(line)
+            if not reply["ok"]:
+                logger.debug("compile worker failed on %s: %s", variant.kernel, reply["error"])
+    finally:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+        process.wait()

@@ -1,0 +1,167 @@
+"""The per-call launch paths: generated code for a compiled kernel on CUDA, or the interpreter.
+
+`compiled_launch` generates one small Python function per bound variant (its source is kept
+in `launch.source`): parameters by name, constexprs and the grid block as literals, no loop,
+no dict, no `inspect`. Per call it ORs the pointers' `data_ptr()`s to check 16-byte alignment
+(an unaligned one switches to the unaligned variant), computes the grid from numel, reads the
+current stream once and calls Triton's launcher. A launch that fails is explained afterwards
+(a CPU tensor names its parameter), so the checks cost nothing on calls that succeed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ember.runtime.errors import KernelArgumentError, KernelDeviceError, TritonInterpreterError
+
+Launch = Callable[..., None]  # launch(numel, *args), args in signature order
+
+# What a kernel run by the interpreter says when it calls a helper that is still compiled-mode.
+_TOO_LATE = "outside of the scope of a kernel"
+
+
+def compiled_launch(
+    *,
+    kernel: str,
+    params: Sequence[str],
+    arg_names: Sequence[str],
+    constants: Mapping[str, int],
+    pointers: Sequence[int],
+    check_alignment: bool,
+    block: int,
+    device: int,
+    compiled: Any,
+    run: Callable[..., Any],
+    function: Any,
+    packed_metadata: Any,
+    get_stream: Callable[[int], int],
+    unaligned: Callable[[], Launch] | None = None,
+    enter_hook: Any = None,
+    exit_hook: Any = None,
+) -> Launch:
+    """The launch function of one compiled variant.
+
+    `params` are the non-constexpr parameters in signature order (the call's arguments),
+    `arg_names` all of the kernel's parameters in its own order (what Triton's launcher takes,
+    constexprs included), `pointers` the positions in `params` of the pointer parameters.
+    """
+    for name in params:
+        if not name.isidentifier() or name.startswith("_e_"):
+            raise KernelArgumentError(f"Triton kernel {kernel!r}: unusable parameter name {name!r}")
+    names = ", ".join(params)
+    lines = [f"def launch(_e_numel, {names}):", "    try:"]
+    if check_alignment and pointers:
+        ored = " | ".join(f"{params[i]}.data_ptr()" for i in pointers)
+        lines.append(f"        if ({ored}) & 15:")
+        lines.append(f"            return _e_unaligned()(_e_numel, {names})")
+    lines.append(f"        _e_grid = (_e_numel + {block - 1}) // {block}")
+    lines.append(f"        _e_stream = _e_get_stream({device})")
+    call_args = ", ".join(repr(constants[n]) if n in constants else n for n in arg_names)
+    metadata = "None"
+    if enter_hook is not None:
+        lines.append(
+            f"        _e_metadata = _e_compiled.launch_metadata((_e_grid, 1, 1), _e_stream, {call_args})"
+        )
+        metadata = "_e_metadata"
+    lines.append(
+        f"        _e_run(_e_grid, 1, 1, _e_stream, _e_function, _e_packed, {metadata}, "
+        f"_e_enter, _e_exit, {call_args})"
+    )
+    lines.append("    except Exception as _e_error:")
+    lines.append(f"        _e_explain(_e_error, ({names},))")
+    lines.append("        raise")
+    source = "\n".join(lines) + "\n"
+
+    def explain(error: Exception, args: tuple[Any, ...]) -> None:
+        problem = explain_arguments(kernel, params, pointers, args, cuda=True)
+        if problem is not None:
+            raise problem from error
+
+    namespace: dict[str, Any] = {
+        "_e_unaligned": unaligned,
+        "_e_get_stream": get_stream,
+        "_e_compiled": compiled,
+        "_e_run": run,
+        "_e_function": function,
+        "_e_packed": packed_metadata,
+        "_e_enter": enter_hook,
+        "_e_exit": exit_hook,
+        "_e_explain": explain,
+    }
+    exec(compile(source, f"<ember launch of {kernel}>", "exec"), namespace)
+    launch: Any = namespace["launch"]
+    launch.source = source
+    return launch
+
+
+class InterpretedLaunch:
+    """Runs a kernel through the Triton interpreter: `function[grid](*args, **constants)`."""
+
+    def __init__(
+        self,
+        *,
+        kernel: str,
+        params: Sequence[str],
+        pointers: Sequence[int],
+        function: Any,
+        constants: Mapping[str, int],
+        block: int,
+    ) -> None:
+        self.kernel = kernel
+        self.params = tuple(params)
+        self.pointers = tuple(pointers)
+        self.function = function
+        self.constants = dict(constants)
+        self.block = block
+
+    def __call__(self, numel: int, *args: Any) -> None:
+        problem = explain_arguments(self.kernel, self.params, self.pointers, args, cuda=False)
+        if problem is not None:
+            raise problem
+        grid = ((numel + self.block - 1) // self.block,)
+        try:
+            self.function[grid](**dict(zip(self.params, args)), **self.constants)
+        except Exception as error:
+            if _TOO_LATE not in str(error):
+                raise
+            raise TritonInterpreterError(
+                f"Triton kernel {self.kernel!r} calls a @triton.jit function (such as tl.sum) "
+                f"that triton defined before TRITON_INTERPRET=1 was set: triton 3 reads the "
+                f"variable when each function is defined, its own library at import. Set "
+                f"TRITON_INTERPRET=1 in the environment before the process imports triton "
+                f"(e.g. TRITON_INTERPRET=1 pytest ...)"
+            ) from error
+
+
+def explain_arguments(
+    kernel: str,
+    params: Sequence[str],
+    pointers: Sequence[int],
+    args: Sequence[Any],
+    *,
+    cuda: bool,
+) -> KernelArgumentError | None:
+    """The error a call with `args` deserves (wrong count, a non-tensor pointer, a CPU tensor
+    for a CUDA kernel), or None when the arguments look right."""
+    if len(args) != len(params):
+        return KernelArgumentError(
+            f"Triton kernel {kernel!r} takes {len(params)} arguments after numel "
+            f"({', '.join(params)}), got {len(args)}"
+        )
+    import torch
+
+    for index in pointers:
+        if not isinstance(args[index], torch.Tensor):
+            return KernelArgumentError(
+                f"Triton kernel {kernel!r}: parameter {params[index]!r} is a pointer and needs "
+                f"a tensor, got {type(args[index]).__name__}"
+            )
+    for name, arg in zip(params, args):
+        if cuda and isinstance(arg, torch.Tensor) and arg.device.type != "cuda":
+            return KernelDeviceError(
+                f"Triton kernel {kernel!r} got a {arg.device.type} tensor for parameter "
+                f"{name!r} (shape {tuple(arg.shape)}, {arg.dtype}); it runs on the GPU: move "
+                f"the tensor to the GPU (tensor.cuda() or .to('cuda')) before the call"
+            )
+    return None

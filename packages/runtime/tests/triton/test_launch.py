@@ -1,0 +1,95 @@
+"""The generated fast path with a fake Triton launcher (no GPU): the grid, the stream, constexprs
+in the kernel's parameter order, the unaligned variant for an unaligned pointer, and a launch
+that fails on a CPU tensor explained with the parameter's name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from ember.runtime import KernelDeviceError
+from ember.runtime.triton.launch import Launch, compiled_launch
+
+PARAMS = ("in_ptr0", "out_ptr0", "xnumel")
+
+
+class FakeRun:
+    """Stands for Triton's C launcher: records each call, or fails like it does on CPU memory."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.error = error
+
+    def __call__(self, *args: Any) -> None:
+        if self.error is not None:
+            raise self.error
+        self.calls.append(args)
+
+
+def _launch(
+    run: FakeRun,
+    *,
+    aligned: bool,
+    unaligned: Launch | None = None,
+    arg_names: tuple[str, ...] = (*PARAMS, "XBLOCK"),
+) -> Launch:
+    return compiled_launch(
+        kernel="copy_kernel",
+        params=PARAMS,
+        arg_names=arg_names,
+        constants={"XBLOCK": 32, "RBLOCK": 8},
+        pointers=(0, 1),
+        check_alignment=aligned,
+        block=32,
+        device=7,
+        compiled=None,
+        run=run,
+        function="cu-function",
+        packed_metadata=(4, 1, 0),
+        get_stream=lambda device: 1000 + device,
+        unaligned=(lambda: unaligned) if unaligned is not None else None,
+    )
+
+
+def test_fast_path_arguments() -> None:
+    run = FakeRun()
+    launch = _launch(run, aligned=True)
+    x, out = torch.empty(128), torch.empty(128)
+    launch(100, x, out, 100)
+    assert run.calls == [
+        (4, 1, 1, 1007, "cu-function", (4, 1, 0), None, None, None, x, out, 100, 32)
+    ]
+    launch(0, x, out, 0)  # an empty launch has grid 0 (Triton's launcher skips it)
+    assert run.calls[-1][:3] == (0, 1, 1)
+
+
+def test_constexprs_follow_the_kernels_parameter_order() -> None:
+    run = FakeRun()
+    launch = _launch(
+        run, aligned=True, arg_names=("XBLOCK", "in_ptr0", "RBLOCK", "out_ptr0", "xnumel")
+    )
+    x, out = torch.empty(16), torch.empty(16)
+    launch(16, x, out, 16)
+    assert run.calls[0][9:] == (32, x, 8, out, 16)
+
+
+def test_unaligned_pointer_uses_the_unaligned_variant() -> None:
+    aligned_run, unaligned_run = FakeRun(), FakeRun()
+    launch = _launch(aligned_run, aligned=True, unaligned=_launch(unaligned_run, aligned=False))
+    x, out = torch.empty(129)[1:], torch.empty(128)
+    assert x.data_ptr() % 16 != 0
+    launch(128, x, out, 128)
+    assert aligned_run.calls == [] and len(unaligned_run.calls) == 1
+    assert "data_ptr" not in _launch(unaligned_run, aligned=False).source  # type: ignore[attr-defined]
+
+
+def test_cpu_tensor_names_the_parameter() -> None:
+    error = ValueError("Pointer argument (at 0) cannot be accessed from Triton (cpu tensor?)")
+    launch = _launch(FakeRun(error), aligned=True)
+    with pytest.raises(
+        KernelDeviceError, match=r"cpu tensor for parameter 'in_ptr0'.*move the tensor to the GPU"
+    ) as caught:
+        launch(64, torch.empty(64), torch.empty(64), 64)
+    assert caught.value.__cause__ is error
