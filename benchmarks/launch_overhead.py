@@ -140,22 +140,26 @@ def main() -> None:
                 "torch.empty(0, device='cuda')",
             ):
                 timings[name] = None
+
         # The Python ember adds per call: the same fast path with Triton's launcher a no-op.
-        noop = compiled_launch(
-            kernel="fma_kernel",
-            params=tuple(SIGNATURE),
-            arg_names=module.fma_kernel.arg_names,
-            constants={"XBLOCK": BLOCK},
-            pointers=(0, 1, 2, 3),
-            check_alignment=True,
-            block=BLOCK,
-            device=0,
-            compiled=None,
-            run=_noop,
-            function=None,
-            packed_metadata=None,
-            get_stream=lambda index: 0,
-        )
+        def noop_launch(checked: tuple[int, ...]) -> Any:
+            return compiled_launch(
+                kernel="fma_kernel",
+                params=tuple(SIGNATURE),
+                arg_names=module.fma_kernel.arg_names,
+                constants={"XBLOCK": BLOCK},
+                pointers=(0, 1, 2, 3),
+                checked=checked,
+                block=BLOCK,
+                device=0,
+                compiled=None,
+                run=_noop,
+                function=None,
+                packed_metadata=None,
+                get_stream=lambda index: 0,
+            )
+
+        noop = noop_launch((0, 1, 2, 3))
         kernel.launch = noop  # the bound launch, as after a first call
         timings["ember TritonKernel(...) (launcher no-op)"] = per_call_us(
             lambda: kernel(NUMEL, *args), options.repeats, options.launches * 10, lambda: None
@@ -165,6 +169,10 @@ def main() -> None:
             options.repeats,
             options.launches * 10,
             lambda: None,
+        )
+        unchecked = noop_launch(())
+        timings["ember kernel.launch, known_aligned (no-op)"] = per_call_us(
+            lambda: unchecked(NUMEL, *args), options.repeats, options.launches * 10, lambda: None
         )
         timings["no-op launcher alone (reference)"] = per_call_us(
             lambda: _noop(1, 1, 1, 0, None, None, None, None, None, *args, BLOCK),
@@ -176,9 +184,9 @@ def main() -> None:
     print(text)
     if options.json is not None:
         options.json.write_text(text + "\n")
-    print(f"\n{'launch':<36} {'µs/call':>9}")
+    print(f"\n{'launch':<44} {'µs/call':>9}")
     for name, value in timings.items():
-        print(f"{name:<36} {'skipped' if value is None else f'{value:9.2f}':>9}")
+        print(f"{name:<44} {'skipped' if value is None else f'{value:9.2f}':>9}")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def _launch(
         arg_names=arg_names,
         constants={"XBLOCK": 32, "RBLOCK": 8},
         pointers=(0, 1),
-        check_alignment=aligned,
+        checked=(0, 1) if aligned else (),
         block=32,
         device=7,
         compiled=None,
@@ -83,6 +83,29 @@ def test_unaligned_pointer_uses_the_unaligned_variant() -> None:
     launch(128, x, out, 128)
     assert aligned_run.calls == [] and len(unaligned_run.calls) == 1
     assert "data_ptr" not in _launch(unaligned_run, aligned=False).source  # type: ignore[attr-defined]
+
+
+def test_known_aligned_pointers_are_not_checked() -> None:
+    run = FakeRun()
+    launch = compiled_launch(
+        kernel="copy_kernel",
+        params=PARAMS,
+        arg_names=(*PARAMS, "XBLOCK"),
+        constants={"XBLOCK": 32},
+        pointers=(0, 1),
+        checked=(0,),  # out_ptr0 is a buffer the wrapper allocated
+        block=32,
+        device=0,
+        compiled=None,
+        run=run,
+        function=None,
+        packed_metadata=None,
+        get_stream=lambda device: 0,
+    )
+    assert "in_ptr0.data_ptr()" in launch.source  # type: ignore[attr-defined]
+    assert "out_ptr0.data_ptr()" not in launch.source  # type: ignore[attr-defined]
+    launch(8, torch.empty(8), torch.empty(8), 8)
+    assert len(run.calls) == 1
 
 
 def test_cpu_tensor_names_the_parameter() -> None:

@@ -43,6 +43,7 @@ class TritonKernel:
         autotune: bool = False,
         cache: ArtifactCache | None = None,
         bench: Bench | None = None,
+        known_aligned: Sequence[str] = (),
     ) -> None:
         self.module = module
         self.name = name
@@ -62,11 +63,12 @@ class TritonKernel:
                     f"Triton kernel {name!r}: launch config ({config.describe()}) has no "
                     f"grid block {grid_block!r}"
                 )
-        unknown = [param for param in mutated if param not in signature]
-        if unknown:
-            raise KernelSignatureError(
-                f"Triton kernel {name!r}: mutated parameters {unknown} are not in its signature"
-            )
+        for role, names in (("mutated", mutated), ("known_aligned", known_aligned)):
+            unknown = [param for param in names if param not in signature]
+            if unknown:
+                raise KernelSignatureError(
+                    f"Triton kernel {name!r}: {role} parameters {unknown} are not in its signature"
+                )
         arg_names = list(getattr(self.function, "arg_names", ()))
         for config in self.configs:
             declared = [*self.params, *dict(config.constants)]
@@ -83,6 +85,9 @@ class TritonKernel:
         self.autotuner = Autotuner(self.cache, bench)
         self.pointers = tuple(i for i, (_, kind) in enumerate(self.signature) if kind[0] == "*")
         self.sizes = tuple(i for i in range(len(self.params)) if i not in self.pointers)
+        # Pointers checked for 16-byte alignment per call: all but those the caller vouches for
+        # (buffers it allocated itself), which saves a data_ptr() call each.
+        self.checked = tuple(i for i in self.pointers if self.params[i] not in known_aligned)
         self._tuned: dict[tuple[int, ...], Launch] = {}  # autotuned: a launch per sizes
         self._compiled: dict[Variant, Any] = {}
         self._lock = threading.Lock()
@@ -229,7 +234,7 @@ class TritonKernel:
             arg_names=list(self.function.arg_names),
             constants=constants,
             pointers=self.pointers,
-            check_alignment=aligned,
+            checked=self.checked if aligned else (),
             block=constants[self.grid_block],
             device=device,
             compiled=compiled,

@@ -28,7 +28,7 @@ def compiled_launch(
     arg_names: Sequence[str],
     constants: Mapping[str, int],
     pointers: Sequence[int],
-    check_alignment: bool,
+    checked: Sequence[int],
     block: int,
     device: int,
     compiled: Any,
@@ -51,8 +51,8 @@ def compiled_launch(
             raise KernelArgumentError(f"Triton kernel {kernel!r}: unusable parameter name {name!r}")
     names = ", ".join(params)
     lines = [f"def launch(_e_numel, {names}):", "    try:"]
-    if check_alignment and pointers:
-        ored = " | ".join(f"{params[i]}.data_ptr()" for i in pointers)
+    if checked:
+        ored = " | ".join(f"{params[i]}.data_ptr()" for i in checked)
         lines.append(f"        if ({ored}) & 15:")
         lines.append(f"            return _e_unaligned()(_e_numel, {names})")
     lines.append(f"        _e_grid = (_e_numel + {block - 1}) // {block}")
