@@ -27,7 +27,9 @@ def test_compile_kernels(tmp_path: Path) -> None:
 def test_worker_count(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EMBER_COMPILE_THREADS", "3")
     assert worker_count(None, 10) == 3
-    assert worker_count(None, 2) == 2  # never more workers than jobs
+    assert worker_count(8, 2) == 2  # never more workers than jobs
     assert worker_count(8, 1) == 1  # a single job compiles in-process
+    assert worker_count(None, 3) == 1  # so do a few, unless workers are asked for
+    assert worker_count(2, 3) == 2
     monkeypatch.setenv("EMBER_COMPILE_THREADS", "0")
     assert worker_count(None, 1000) >= 1

@@ -2,8 +2,9 @@
 
 Workers (`compile_worker.py`, started by path) fill Triton's on-disk cache; the compiles in
 this process that follow are cache hits (same `ASTSource`, same key). Worker count: the
-`workers` argument, else `EMBER_COMPILE_THREADS`, else one per CPU; a single worker or a
-single job compiles in this process. A progress bar appears when compiling takes over 2 s.
+`workers` argument, else `EMBER_COMPILE_THREADS`, else one per CPU; one worker, one job, or
+(unless `workers` is given) fewer than four jobs compile in this process. A progress bar
+appears when compiling takes over 2 s.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from ember.runtime.triton.variant import Variant
 logger = layer_logger("runtime")
 
 WORKER = Path(__file__).resolve().parent / "compile_worker.py"
+
+# Starting a worker (python, triton, Triton's backend) costs about as much as compiling one or
+# two small kernels, so unless the caller asks for workers, fewer jobs than this stay in-process.
+MIN_POOL_JOBS = 4
 
 
 def compile_kernels(
@@ -80,6 +85,8 @@ def compile_kernels(
 
 def worker_count(requested: int | None, jobs: int) -> int:
     """How many worker processes to start for `jobs` compile jobs (1: compile in-process)."""
+    if requested is None and jobs < MIN_POOL_JOBS:
+        return 1
     count = requested if requested is not None else load(RuntimeConfig).compile_threads
     if count <= 0:
         count = (
