@@ -116,3 +116,33 @@ def test_cpu_tensor_names_the_parameter() -> None:
     ) as caught:
         launch(64, torch.empty(64), torch.empty(64), 64)
     assert caught.value.__cause__ is error
+
+
+def test_launch_hooks_get_launch_metadata() -> None:
+    class Compiled:
+        def launch_metadata(self, grid: tuple[int, int, int], stream: int, *args: Any) -> str:
+            return f"metadata grid={grid} stream={stream} args={len(args)}"
+
+    run = FakeRun()
+
+    def enter(metadata: Any) -> None:
+        pass
+
+    launch = compiled_launch(
+        kernel="copy_kernel",
+        params=PARAMS,
+        arg_names=(*PARAMS, "XBLOCK"),
+        constants={"XBLOCK": 32},
+        pointers=(0, 1),
+        checked=(),
+        block=32,
+        device=2,
+        compiled=Compiled(),
+        run=run,
+        function=None,
+        packed_metadata=None,
+        get_stream=lambda device: 5,
+        enter_hook=enter,
+    )
+    launch(64, torch.empty(64), torch.empty(64), 64)
+    assert run.calls[0][6:9] == ("metadata grid=(2, 1, 1) stream=5 args=4", enter, None)

@@ -64,9 +64,10 @@ def compiled_launch(
             f"        _e_metadata = _e_compiled.launch_metadata((_e_grid, 1, 1), _e_stream, {call_args})"
         )
         metadata = "_e_metadata"
+    hooks = "None, None" if enter_hook is None and exit_hook is None else "_e_enter, _e_exit"
     lines.append(
-        f"        _e_run(_e_grid, 1, 1, _e_stream, _e_function, _e_packed, {metadata}, "
-        f"_e_enter, _e_exit, {call_args})"
+        f"        _e_run(_e_grid, 1, 1, _e_stream, _e_function, _e_packed, {metadata}, {hooks}, "
+        f"{call_args})"
     )
     lines.append("    except Exception as _e_error:")
     lines.append(f"        _e_explain(_e_error, ({names},))")
