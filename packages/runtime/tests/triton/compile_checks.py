@@ -59,6 +59,29 @@ def aligned_variants(root: Path) -> None:
     assert kernel.precompile(SM90)[0] is aligned  # kept per variant
 
 
+def cpu_tensor_is_explained(root: Path) -> None:
+    """Outside the interpreter a kernel runs on the GPU: a CPU tensor names its parameter."""
+    import torch
+
+    from ember.runtime import KernelDeviceError
+
+    cache = ArtifactCache(root)
+    kernel = TritonKernel(
+        load_triton_module(COPY, cache),
+        "copy_kernel",
+        signature=COPY_SIGNATURE,
+        configs=[LaunchConfig((("XBLOCK", 64),))],
+        grid_block="XBLOCK",
+        cache=cache,
+    )
+    try:
+        kernel(8, torch.zeros(8), torch.zeros(8), 8)
+    except KernelDeviceError as error:
+        assert "parameter 'in_ptr0'" in str(error) and "move the tensor to the GPU" in str(error)
+    else:
+        raise AssertionError("a CPU tensor must be refused")
+
+
 def _kernels(cache: ArtifactCache, tag: str) -> list[TritonKernel]:
     # `tag` changes the kernels' source, so each check starts from a cold Triton cache.
     pointwise = load_triton_module(POINTWISE.replace("a * 2 + b", f"a * 2 + b + {tag}"), cache)
@@ -142,6 +165,7 @@ CHECKS = {
     check.__name__: check
     for check in (
         aligned_variants,
+        cpu_tensor_is_explained,
         workers_warm_the_cache,
         one_worker_compiles_in_process,
         broken_kernel_raises_here,
