@@ -62,6 +62,10 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
         lambda: (_randn(4, 5), _randn(4, 3)),
     ),
     "embedding": (lambda w, i: F.embedding(i, w) * 2, lambda: (_randn(10, 8), _ints(0, 10, 5))),
+    "index_add_atomic": (
+        lambda x, i, s: x.index_add(0, i, s),
+        lambda: (_randn(6, 4), _ints(0, 6, 9), _randn(9, 4)),
+    ),
     "integer_math": (
         lambda a, b: (a // b, a % b, torch.remainder(a, b), a * b - 3),
         lambda: (_ints(-20, 20, 50), _ints(1, 7, 50)),
@@ -128,6 +132,7 @@ PTX_CASES = (
     "looped_sum_and_max",
     "looped_argmax",
     "embedding",
+    "index_add_atomic",
     "bfloat16_layer_norm",
     "math_functions",
 )

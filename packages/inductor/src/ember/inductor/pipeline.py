@@ -144,7 +144,8 @@ def generate(
         graph = timed("decompose", decompose, graph, DECOMPOSITIONS)
     graph = timed("eliminate_common_subexpressions", eliminate_common_subexpressions, graph)
     graph = timed("eliminate_dead_code", eliminate_dead_code, graph)
-    program: Program = timed("lower", lower_graph, graph, backend.dtypes)
+    atomic_dtypes = getattr(backend, "atomic_dtypes", backend.dtypes)
+    program: Program = timed("lower", lower_graph, graph, backend.dtypes, atomic_dtypes)
     scheduled: list[ScheduledNode] = timed(
         "schedule", _schedule, program, config, backend.kernel_prefix
     )

@@ -67,6 +67,7 @@ class LoweringContext:
     # references the node being lowered makes, by name (its own reads are not "later")
     reading_now: dict[str, int] = field(default_factory=dict)
     dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES
+    atomic_dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES
 
     # ---- names and buffers --------------------------------------------------------------
 
@@ -332,22 +333,34 @@ def broadcast_loader(value: TensorValue, size: Sequence[Expr]) -> body.Loader:
     return fn
 
 
-def lower_graph(graph: Graph, dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES) -> Program:
+def lower_graph(
+    graph: Graph,
+    dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES,
+    atomic_dtypes: frozenset[torch.dtype] | None = None,
+) -> Program:
     """The Program computing `graph`; lowers again when a viewed lazy value is written.
     Ops reading or producing a dtype outside `dtypes` (what the code generator computes in)
-    fall back to their ATen call."""
+    fall back to their ATen call, as do atomic adds (scatter_add) of a dtype outside
+    `atomic_dtypes` (default: `dtypes`)."""
     force: set[str] = set()
     while True:
         try:
-            return _lower(graph, force, dtypes)
+            return _lower(graph, force, dtypes, atomic_dtypes or dtypes)
         except _Restart as restart:
             if restart.name in force:
                 raise RuntimeError(f"lowering cannot realize {restart.name}") from None
             force.add(restart.name)
 
 
-def _lower(graph: Graph, force: set[str], dtypes: frozenset[torch.dtype]) -> Program:
-    ctx = LoweringContext(graph, force_realize=set(force), dtypes=dtypes)
+def _lower(
+    graph: Graph,
+    force: set[str],
+    dtypes: frozenset[torch.dtype],
+    atomic_dtypes: frozenset[torch.dtype],
+) -> Program:
+    ctx = LoweringContext(
+        graph, force_realize=set(force), dtypes=dtypes, atomic_dtypes=atomic_dtypes
+    )
     program = ctx.program
     for position, graph_input in enumerate(graph.inputs):
         spec = graph_input.value.spec

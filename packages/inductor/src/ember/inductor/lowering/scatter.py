@@ -22,8 +22,8 @@ def scatter_add(
     ctx: LoweringContext, a: TensorValue, dim: int, index: TensorValue, src: TensorValue
 ) -> StorageView:
     dtype = ctx.output_spec().dtype
-    if dtype == torch.bool:
-        raise Unlowerable("atomic add of bool")
+    if dtype == torch.bool or dtype not in ctx.atomic_dtypes:
+        raise Unlowerable(f"no atomic add of {dtype} in this code generator")
     # a fresh buffer even when `a` is memory already: the accumulation must not write `a`
     target = ctx.realize(lazy(dtype, a.size, a.loader(), [a], ctx.origin()))
     dim = dim % max(len(a.size), 1)

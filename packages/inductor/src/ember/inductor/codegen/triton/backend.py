@@ -27,6 +27,10 @@ class TritonBackend:
 
     capabilities = frozenset({"cuda"})
     dtypes = frozenset(TRITON_TYPES)
+    # what tl.atomic_add takes (scatter_add of other dtypes falls back)
+    atomic_dtypes = frozenset(
+        {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64}
+    )
     kernel_prefix = "triton"
 
     def __init__(self, *, max_autotune: bool = False) -> None:

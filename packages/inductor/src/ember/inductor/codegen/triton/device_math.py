@@ -1,15 +1,13 @@
 """`libdevice` for generated kernels: CUDA's libdevice, or a stand-in under the interpreter.
 
 Triton's interpreter (`TRITON_INTERPRET=1`, how CI runs kernels on CPU) has no libdevice:
-its functions are stubs there. Generated modules import `libdevice` from here; when the
-interpreter is on at that moment they get `InterpreterLibdevice`, which computes each
-function with torch on the interpreter's NumPy blocks, so a kernel's source is the same on
-both paths.
+its functions are stubs there. A generated module that is imported while the interpreter is
+on binds `libdevice` to `InterpreterLibdevice`, which computes each function with torch on the
+interpreter's NumPy blocks, so a kernel's source is the same on both paths.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -83,19 +81,3 @@ def _apply(function: Callable[..., torch.Tensor], result_dtype: torch.dtype | No
     shape = list(data.shape)
     kind = tl.block_type(scalar, shape) if shape else scalar
     return tl.core.tensor(TensorHandle(data, scalar), kind)
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def __getattr__(name: str) -> Any:
-    # resolved when a generated module runs `from ... import libdevice`, so a process that
-    # turns the interpreter on later still gets the right one
-    if name == "libdevice":
-        if _interpreting():
-            return InterpreterLibdevice()
-        from triton.language.extra import libdevice
-
-        return libdevice
-    raise AttributeError(name)

@@ -445,12 +445,19 @@ class TritonKernelWriter:
         self.storages[storage] = None
         self.written[storage] = None
         stored = f"({value} != 0)" if dtype == torch.bool else f"{value}.to({TRITON_TYPES[dtype]})"
-        mask = self._mask(member.store_index)
-        pointer = f"p_{storage} + ({self.index(member.store_index)})"
+        index = member.store_index
+        substitution = {}
+        for symbol, chosen in member.store_indirect:
+            variable = self.fresh("ind")
+            self.line(f"{variable} = ({self.value(chosen, {})}).to({self._index_type()})")
+            substitution[symbol] = sympy.Symbol(variable, integer=True)
+        index = index.xreplace(substitution)
+        mask = self._mask(index)
+        pointer = f"p_{storage} + ({self.index(index)})"
         if mask is None:  # the same address in every lane: a block of it, masked to one
             mask = "xrmask" if self.context.reduction else "xmask"
             pointer += " + 0 * xindex"
-        if getattr(member.node, "store_mode", None) == "atomic_add":
+        if member.store_mode == "atomic_add":
             self.line(f"tl.atomic_add({pointer}, {stored}, {mask}, sem='relaxed')")
         else:
             self.line(f"tl.store({pointer}, {stored}, {mask})")

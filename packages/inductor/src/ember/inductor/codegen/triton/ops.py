@@ -3,8 +3,8 @@
 Each entry takes the Triton expressions of its operands and the compute dtype's Triton name.
 Half and bfloat16 values are computed in float32 (loads upcast, stores and explicit casts
 round). Functions Triton has natively (`tl.exp`, `tl.maximum`) are used directly; the rest
-come from `libdevice`, which the generated module binds to CUDA's libdevice, or to a NumPy
-stand-in under `TRITON_INTERPRET=1`. Helpers with torch's semantics (NaN-propagating max,
+come from `libdevice`, which the generated module binds to CUDA's libdevice, or to a
+stand-in (`device_math.py`) under `TRITON_INTERPRET=1`. Helpers with torch's semantics (NaN-propagating max,
 Python remainder, argmax with first-index ties) are `@triton.jit` functions in `PRELUDE`.
 """
 
@@ -53,10 +53,18 @@ def compute_type(dtype: torch.dtype) -> str:
 
 
 PRELUDE = """
+import os
+
 import triton
 import triton.language as tl
 
-from ember.inductor.codegen.triton.device_math import libdevice
+# compile workers import this module: on the GPU path it imports nothing but triton
+if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    from ember.inductor.codegen.triton.device_math import InterpreterLibdevice
+
+    libdevice = InterpreterLibdevice()
+else:
+    from triton.language.extra import libdevice
 
 
 @triton.jit
