@@ -5,10 +5,12 @@
 
 A pointwise kernel with six parameters (four pointers, a size, a constexpr block) on 1024
 floats: each row is warmed up, then timed as `repeats` runs of `launches` calls with a
-synchronize after each run; the median run gives microseconds per call. The
-"launcher no-op" rows run `TritonKernel.__call__` and `kernel.launch` (the generated fast path
-that `__call__` calls) with Triton's launcher replaced by a no-op: the Python ember adds. Without CUDA only that row is measured (the GPU rows are
-reported as skipped), so the script never fails on a CPU machine; it is not part of CI.
+synchronize after each run; the median run gives microseconds per call. The "no-op" rows run
+`TritonKernel.__call__` and `kernel.launch` (the generated fast path `__call__` calls) with
+Triton's C launch function replaced by a Python no-op: the Python ember adds per call; and,
+for reference, Triton's own Python launcher wrapper on the same no-op. Without CUDA only the
+no-op rows are measured (the GPU rows are reported as skipped), so the script never fails on a
+CPU machine; it is not part of CI.
 """
 
 from __future__ import annotations
@@ -130,6 +132,9 @@ def main() -> None:
             timings["ember TritonKernel(...)"] = per_call_us(
                 lambda: kernel(NUMEL, *args), options.repeats, options.launches, sync
             )
+            timings["ember kernel.launch(...)"] = per_call_us(
+                lambda: kernel.launch(NUMEL, *args), options.repeats, options.launches, sync
+            )
             timings["torch.empty(0, device='cuda')"] = per_call_us(
                 lambda: torch.empty(0, device="cuda"), options.repeats, options.launches, sync
             )
@@ -142,6 +147,16 @@ def main() -> None:
                 timings[name] = None
 
         # The Python ember adds per call: the same fast path with Triton's launcher a no-op.
+        # Triton's CUDA launcher object with a no-op in place of its compiled C function.
+        from triton.backends.nvidia.driver import CudaLauncher
+
+        launcher = object.__new__(CudaLauncher)
+        launcher.launch = _noop
+        launcher.num_ctas = 1
+        launcher.global_scratch_size = launcher.profile_scratch_size = 0
+        launcher.global_scratch_align = launcher.profile_scratch_align = 1
+        launcher.launch_cooperative_grid = launcher.launch_pdl = False
+
         def noop_launch(checked: tuple[int, ...]) -> Any:
             return compiled_launch(
                 kernel="fma_kernel",
@@ -153,7 +168,7 @@ def main() -> None:
                 block=BLOCK,
                 device=0,
                 compiled=None,
-                run=_noop,
+                run=launcher,
                 function=None,
                 packed_metadata=None,
                 get_stream=lambda index: 0,
@@ -174,8 +189,16 @@ def main() -> None:
         timings["ember kernel.launch, known_aligned (no-op)"] = per_call_us(
             lambda: unchecked(NUMEL, *args), options.repeats, options.launches * 10, lambda: None
         )
-        timings["no-op launcher alone (reference)"] = per_call_us(
-            lambda: _noop(1, 1, 1, 0, None, None, None, None, None, *args, BLOCK),
+        timings["triton CudaLauncher.__call__ alone (no-op)"] = per_call_us(
+            lambda: launcher(1, 1, 1, 0, None, None, None, None, None, *args, BLOCK),
+            options.repeats,
+            options.launches * 10,
+            lambda: None,
+        )
+        timings["no-op C-launch stand-in alone (reference)"] = per_call_us(
+            lambda: _noop(
+                1, 1, 1, 0, None, False, False, None, None, None, None, None, None, *args, BLOCK
+            ),
             options.repeats,
             options.launches * 10,
             lambda: None,

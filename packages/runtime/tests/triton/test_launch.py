@@ -146,3 +146,56 @@ def test_launch_hooks_get_launch_metadata() -> None:
     )
     launch(64, torch.empty(64), torch.empty(64), 64)
     assert run.calls[0][6:9] == ("metadata grid=(2, 1, 1) stream=5 args=4", enter, None)
+
+
+def test_direct_call_passes_what_tritons_cuda_launcher_would() -> None:
+    driver = pytest.importorskip("triton.backends.nvidia.driver")
+    recorded: list[tuple[Any, ...]] = []
+
+    # Triton's CUDA launcher object without its compiled C module: `launch` records instead.
+    launcher = object.__new__(driver.CudaLauncher)
+    launcher.launch = lambda *args: recorded.append(args)
+    launcher.num_ctas = 1
+    launcher.global_scratch_size = launcher.profile_scratch_size = 0
+    launcher.global_scratch_align = launcher.profile_scratch_align = 1
+    launcher.launch_cooperative_grid = False
+    launcher.launch_pdl = False
+
+    launch = compiled_launch(
+        kernel="copy_kernel",
+        params=PARAMS,
+        arg_names=(*PARAMS, "XBLOCK"),
+        constants={"XBLOCK": 32},
+        pointers=(0, 1),
+        checked=(0, 1),
+        block=32,
+        device=3,
+        compiled=None,
+        run=launcher,
+        function=1234,
+        packed_metadata=(4, 1, 0),
+        get_stream=lambda device: 99,
+    )
+    assert "_e_run(_e_grid, 1, 1, _e_stream, _e_function, False, False, None, None" in launch.source  # type: ignore[attr-defined]
+    x, out = torch.empty(64), torch.empty(64)
+    launch(64, x, out, 64)
+    launcher(2, 1, 1, 99, 1234, (4, 1, 0), None, None, None, x, out, 64, 32)  # Triton's own path
+    assert len(recorded) == 2 and recorded[0] == recorded[1]
+
+    launcher.global_scratch_size = 128  # needs scratch memory: keep Triton's Python wrapper
+    wrapped = compiled_launch(
+        kernel="copy_kernel",
+        params=PARAMS,
+        arg_names=(*PARAMS, "XBLOCK"),
+        constants={"XBLOCK": 32},
+        pointers=(0, 1),
+        checked=(),
+        block=32,
+        device=3,
+        compiled=None,
+        run=launcher,
+        function=1234,
+        packed_metadata=(4, 1, 0),
+        get_stream=lambda device: 99,
+    )
+    assert "_e_function, _e_packed" in wrapped.source  # type: ignore[attr-defined]

@@ -4,7 +4,8 @@
 in `launch.source`): parameters by name, constexprs and the grid block as literals, no loop,
 no dict, no `inspect`. Per call it ORs the pointers' `data_ptr()`s to check 16-byte alignment
 (an unaligned one switches to the unaligned variant), computes the grid from numel, reads the
-current stream once and calls Triton's launcher. A launch that fails is explained afterwards
+current stream once and calls Triton's launcher (its C function directly, when Triton's Python
+wrapper would add nothing but a frame). A launch that fails is explained afterwards
 (a CPU tensor names its parameter), so the checks cost nothing on calls that succeed.
 """
 
@@ -65,9 +66,17 @@ def compiled_launch(
         )
         metadata = "_e_metadata"
     hooks = "None, None" if enter_hook is None and exit_hook is None else "_e_enter, _e_exit"
+    direct = _unwrap_cuda_launcher(run)
+    if direct is not None:
+        # What CudaLauncher.__call__ passes to its C function when no scratch memory is needed
+        # (no global or profile scratch buffers), minus one Python frame per call.
+        run, cooperative, pdl = direct
+        flags = f"{cooperative!r}, {pdl!r}, None, None, "
+    else:
+        flags = ""
     lines.append(
-        f"        _e_run(_e_grid, 1, 1, _e_stream, _e_function, _e_packed, {metadata}, {hooks}, "
-        f"{call_args})"
+        f"        _e_run(_e_grid, 1, 1, _e_stream, _e_function, {flags}_e_packed, {metadata}, "
+        f"{hooks}, {call_args})"
     )
     lines.append("    except Exception as _e_error:")
     lines.append(f"        _e_explain(_e_error, ({names},))")
@@ -94,6 +103,20 @@ def compiled_launch(
     launch: Any = namespace["launch"]
     launch.source = source
     return launch
+
+
+def _unwrap_cuda_launcher(run: Any) -> tuple[Callable[..., Any], bool, bool] | None:
+    """Triton's CUDA launcher object as its C `launch` function and two flags, when calling
+    that directly is exactly what the object would do (it needs no scratch buffers)."""
+    try:
+        from triton.backends.nvidia.driver import CudaLauncher
+    except ImportError:
+        return None
+    if type(run) is not CudaLauncher:
+        return None
+    if run.global_scratch_size or run.profile_scratch_size:
+        return None
+    return run.launch, bool(run.launch_cooperative_grid), bool(run.launch_pdl)
 
 
 class InterpretedLaunch:
