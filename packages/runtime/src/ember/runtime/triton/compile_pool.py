@@ -65,14 +65,15 @@ def compile_kernels(
     progress = Progress(len(jobs), threshold=progress_threshold, stream=stream, clock=clock)
     try:
         if count > 1:
-            variants = [
+            variants = {  # kernels that share a variant compile it once
                 (
                     kernel.variant(config, aligned=True, target=target),
                     triton_cache_dir(kernel.cache),
                 )
                 for kernel, config in jobs
-            ]
-            _warm(variants, count, progress)
+            }
+            progress.total = len(variants)
+            _warm(sorted(variants, key=repr), min(count, len(variants)), progress)
             for kernel, config in jobs:
                 kernel.compile(config, aligned=True, target=target)  # cache hits now
         else:
@@ -111,14 +112,18 @@ def _warm(jobs: Sequence[tuple[Variant, str | None]], count: int, progress: Prog
 
 def _drive(pending: queue.SimpleQueue[tuple[Variant, str | None]], progress: Progress) -> None:
     """Run one worker process: hand it jobs one at a time until none are left."""
-    process = subprocess.Popen(
-        [sys.executable, str(WORKER)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-        env={**os.environ, "TRITON_INTERPRET": "0"},  # workers compile, never interpret
-    )
+    try:
+        process = subprocess.Popen(
+            [sys.executable, str(WORKER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            env={**os.environ, "TRITON_INTERPRET": "0"},  # workers compile, never interpret
+        )
+    except OSError as error:
+        logger.warning("cannot start a Triton compile worker (%s); compiling in-process", error)
+        return
     assert process.stdin is not None and process.stdout is not None
     try:
         while True:
