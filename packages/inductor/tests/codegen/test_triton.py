@@ -53,6 +53,10 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
         lambda: (_randn(8, 33), _randn(33)),
     ),
     "looped_sum_and_max": (lambda x: x.sum(-1) + x.amax(-1), lambda: (_randn(3, 3000),)),
+    "reduction_over_size_one_dims": (
+        lambda x: (x.sum(-1), x[:1, :].amax(), x.mean(-1, keepdim=True)),
+        lambda: (_randn(5, 1),),
+    ),
     "column_sum": (lambda x: x.sum(0), lambda: (_randn(1500, 40),)),
     "full_reduction": (lambda x: x.sum(), lambda: (_randn(2000),)),
     "argmax_argmin": (lambda x: (x.argmax(-1), x.argmin(0)), lambda: (_randn(9, 70),)),

@@ -106,17 +106,17 @@ def backend_for(device: torch.device, config: InductorConfig) -> CodegenBackend:
     return CppBackend()
 
 
-def _host_scalars(graph: Graph, device: torch.device) -> list[int]:
-    """Inputs that are one-element CPU tensors of a graph computing on another device."""
+def _host_inputs(graph: Graph, device: torch.device) -> list[int]:
+    """CPU tensor inputs of a graph computing on another device (index tensors and scalars
+    that eager lets mix with GPU tensors): the wrapper copies them over first."""
     if device.type == "cpu":
         return []
-    positions = []
-    for position, graph_input in enumerate(graph.inputs):
-        spec = graph_input.value.spec
-        if isinstance(spec, TensorSpec) and spec.device.type == "cpu":
-            if all(isinstance(size, int) and size == 1 for size in spec.shape):
-                positions.append(position)
-    return positions
+    return [
+        position
+        for position, graph_input in enumerate(graph.inputs)
+        if isinstance(graph_input.value.spec, TensorSpec)
+        and graph_input.value.spec.device.type == "cpu"
+    ]
 
 
 def generate(
@@ -153,7 +153,7 @@ def generate(
     module = backend.module(list(sources.values()))
     device = device or graph_device(graph)
     wrapper = generate_wrapper(
-        program, scheduled, sources, backend, device, _host_scalars(graph, device)
+        program, scheduled, sources, backend, device, _host_inputs(graph, device)
     )
     logger.debug("inductor passes (ms): %s", {k: round(v, 1) for k, v in timings.items()})
     targets = sorted({item.target for item in scheduled if isinstance(item, ExternNode)})

@@ -29,18 +29,18 @@ def generate_wrapper(
     sources: dict[str, KernelSource],
     backend: CodegenBackend,
     device: torch.device | None = None,
-    host_scalars: Sequence[int] = (),
+    host_inputs: Sequence[int] = (),
 ) -> str:
     """The wrapper's source. Buffers are allocated on `device`; the inputs at positions
-    `host_scalars` are one-element CPU tensors that kernels on another device read, so they
-    are copied there first (eager lets such scalars mix with GPU tensors)."""
+    `host_inputs` are CPU tensors of a graph computing on another device (scalars and
+    index tensors eager lets mix with GPU tensors): they are copied there first."""
     device = device or torch.device("cpu")
     lines = [f"DEVICE = torch.device({str(device)!r})", "", "", "def call(args):"]
     emit = lines.append
     inputs = program.input_storages
     if inputs:
         emit(f"    {', '.join(inputs)}, = args")
-    for position in host_scalars:
+    for position in host_inputs:
         emit(f"    {inputs[position]} = {inputs[position]}.to(DEVICE, non_blocking=True)")
     for symbol, (position, dim) in program.size_symbols.items():
         emit(f"    {symbol} = {inputs[position]}.shape[{dim}]")

@@ -45,9 +45,15 @@ class Tiling:
     configs: list[Config] = field(default_factory=list)
 
 
+def reduces(kernel: Kernel) -> bool:
+    """Whether the kernel works on [XBLOCK, RBLOCK] tiles (a reduction over no loops, whose
+    ranges were all 1, still reduces a tile of one)."""
+    return bool(kernel.inner) or any(m.level == "reduction" for m in kernel.members)
+
+
 def choose_tiling(kernel: Kernel, program: Program) -> Tiling:
     xnumel = _hint(product(kernel.outer))
-    if not kernel.inner:
+    if not reduces(kernel):
         return Tiling(False, _pointwise(xnumel))
     rnumel_expr = product(kernel.inner)
     rnumel = _hint(rnumel_expr)

@@ -20,7 +20,7 @@ import sympy
 import torch
 
 from ember.inductor.codegen.backend import KernelArgument, KernelSource
-from ember.inductor.codegen.triton.heuristics import Tiling, choose_tiling
+from ember.inductor.codegen.triton.heuristics import Tiling, choose_tiling, reduces
 from ember.inductor.codegen.triton.ops import (
     HALF_TYPES,
     OPERAND_DTYPE_OPS,
@@ -65,7 +65,7 @@ class TritonKernelWriter:
         self.locals: dict[str, str] = {}
         self.conditions: list[str] = []  # enclosing `masked` conditions
         self.context = _Context()
-        self.reduces = bool(kernel.inner)
+        self.reduces = reduces(kernel)
         self.xnumel: Expr = product(kernel.outer)
         self.rnumel: Expr = product(kernel.inner)
         self.tiling: Tiling = choose_tiling(kernel, program)
