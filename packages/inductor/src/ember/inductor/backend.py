@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ember.inductor.autocast import autocast_disabled
 from ember.inductor.config import InductorConfig
 from ember.inductor.pipeline import compile_graph
 from ember.prims import Graph, Interpreter
@@ -50,6 +51,15 @@ def inductor(
     def _compile(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         return compile_graph(graph, example_inputs, config=config)
 
+    with autocast_disabled():  # the Graph holds autocast's casts already
+        return _compile_for_mode(graph, example_inputs, _compile)
+
+
+def _compile_for_mode(
+    graph: Graph,
+    example_inputs: Sequence[Any],
+    compile_fn: Callable[[Graph, Sequence[Any]], Callable[..., Any]],
+) -> Callable[..., Any]:
     if torch.is_grad_enabled() and _needs_grad(graph, example_inputs):
         aot = _aot()
         if aot is None:
@@ -59,8 +69,8 @@ def inductor(
                 graph.name,
             )
             return Interpreter(graph)
-        return aot(graph, example_inputs, fw_compiler=_compile, bw_compiler=_compile)
-    return _compile(graph, example_inputs)
+        return aot(graph, example_inputs, fw_compiler=compile_fn, bw_compiler=compile_fn)
+    return compile_fn(graph, example_inputs)
 
 
 def _needs_grad(graph: Graph, example_inputs: Sequence[Any]) -> bool:

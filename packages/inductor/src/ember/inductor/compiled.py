@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ember.inductor.autocast import autocast_disabled, autocast_enabled
 from ember.inductor.errors import DeviceMismatchError
 from ember.prims import Graph, Ref, TensorSpec, tree_flatten, tree_unflatten
 
@@ -52,7 +53,11 @@ class CompiledGraph:
         for position, tensor in self._state:
             args[position] = tensor
         try:
-            results = self.call(args)
+            if autocast_enabled():  # the Graph holds its casts already
+                with autocast_disabled():
+                    results = self.call(args)
+            else:
+                results = self.call(args)
         except Exception as error:
             mismatch = self._device_mismatch(args)
             if mismatch is not None:

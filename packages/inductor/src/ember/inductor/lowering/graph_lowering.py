@@ -18,7 +18,7 @@ import sympy
 import torch
 
 from ember.inductor.ir import body
-from ember.inductor.ir.indexing import Expr, as_expr, index_var
+from ember.inductor.ir.indexing import Expr, as_expr, index_var, same
 from ember.inductor.ir.program import ExternNode, LoopNode, Program, Storage, TensorArg
 from ember.inductor.ir.tensors import Layout, Lazy, StorageView, TensorValue
 from ember.inductor.lowering.table import LOWERINGS
@@ -218,7 +218,7 @@ class LoweringContext:
             if isinstance(value, Lazy):
                 if position in mutated and value.family.viewed and value.realized is None:
                     raise _Restart(value.family.root or "")
-                value = self.realize(value)
+                value = self.realize(value, self._eager_layout(node, position, value))
             if isinstance(value, StorageView):
                 reads.add(value.storage)
                 if position in mutated:
@@ -269,6 +269,24 @@ class LoweringContext:
             )
         )
         return results
+
+    def _eager_layout(self, node: Node, position: int | str | None, value: Lazy) -> Layout | None:
+        """The strides eager gave an extern op's argument, when they are dense: a weight cast
+        then transposed for a matmul stays row-major and is passed transposed, as eager does,
+        instead of being written out transposed (misaligned rows make cuBLAS pick slow
+        kernels, and the cast itself would read across rows)."""
+        if isinstance(position, int):
+            ref = node.args[position] if position < len(node.args) else None
+        else:
+            ref = node.kwargs.get(position) if position is not None else None
+        if not isinstance(ref, Ref):
+            return None
+        layout = self.spec_layout(ref.name)
+        if layout is None or layout.dtype != value.dtype or len(layout.size) != len(value.size):
+            return None
+        if not all(same(a, b) for a, b in zip(layout.size, value.size)) or not _dense(layout):
+            return None
+        return layout
 
     # ---- specs -------------------------------------------------------------------------------
 

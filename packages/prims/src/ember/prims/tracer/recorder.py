@@ -151,6 +151,8 @@ class Tracer:
         self, func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         target = op_name(func)
+        if target in PROBED_OPS:
+            return _probe(func, args, kwargs)
         source = user_location()
         node_args = [self._argument(a) for a in args]
         node_kwargs = {key: self._argument(a) for key, a in kwargs.items()}
@@ -289,6 +291,8 @@ class Tracer:
             result, torch.Tensor
         ):
             expr = self._literal(result)
+            if not isinstance(expr, sympy.Basic) and target in METADATA_NUMBER_OPS:
+                expr = sympy.sympify(result)  # computed from sizes alone: a constant
             if not isinstance(expr, sympy.Basic):
                 raise TraceError(
                     f"{_where(source)}{target} produces a Python number that depends on tensor "
@@ -370,6 +374,40 @@ class Tracer:
         if isinstance(expr, sympy.Integer):
             return int(expr)
         return expr
+
+
+# Ops that return a Python number computed from tensor metadata (sizes, dtypes, devices),
+# never from values: the traced number is a constant of the Graph.
+METADATA_NUMBER_OPS = frozenset(
+    {
+        "aten::_scaled_dot_product_flash_attention.default",
+        "aten::_scaled_dot_product_cudnn_attention.default",
+        "aten::_scaled_dot_product_efficient_attention.default",
+        "aten::_flash_attention_forward.default",
+        "aten::_efficient_attention_forward.default",
+    }
+)
+
+# Ops that choose a kernel from the real device's capabilities (scaled_dot_product_attention
+# picks flash, cuDNN, memory-efficient or math attention): a meta tensor cannot answer, so
+# the op runs, unrecorded, on empty tensors of the same sizes on the real device, and the
+# trace follows the same choice eager makes.
+PROBED_OPS = frozenset({"aten::_fused_sdp_choice.default"})
+
+
+def _probe(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def real(value: Any) -> Any:
+        if isinstance(value, TracerTensor):
+            return torch.empty_strided(
+                tuple(int(s) for s in value.shape),
+                tuple(int(s) for s in value.stride()),
+                dtype=value.dtype,
+                device=value.device,
+            )
+        return value
+
+    with torch.utils._python_dispatch._disable_current_modes():
+        return func(*[real(a) for a in args], **{k: real(v) for k, v in kwargs.items()})
 
 
 class _RecordingMode(TorchDispatchMode):
