@@ -180,8 +180,9 @@ def flatten_result(result: Any) -> list[Any]:
 
 
 def restride(tensor: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> torch.Tensor:
-    """`tensor` if it has the strides the kernels were generated for, else a copy that has."""
-    if tensor.stride() == stride or tensor.numel() <= 1:
+    """`tensor` if it has the strides the kernels were generated for, else a copy that has
+    (None, an output the op did not produce, stays None)."""
+    if tensor is None or tensor.stride() == stride or tensor.numel() <= 1:
         return tensor
     copy = torch.empty_strided(size, stride, dtype=tensor.dtype, device=tensor.device)
     return copy.copy_(tensor)

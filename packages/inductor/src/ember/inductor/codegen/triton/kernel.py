@@ -64,6 +64,12 @@ class TritonKernelWriter:
         self.sizes: set[str] = set()
         self.locals: dict[str, str] = {}
         self.conditions: list[str] = []  # enclosing `masked` conditions
+        # storage -> (variable holding what was stored, the r-loop it was stored in): a later
+        # read of it (fusion guarantees: at the same index) takes the register, because the
+        # threads of a program do not see each other's stores without a barrier
+        self.stored: dict[str, tuple[str, int | None]] = {}
+        self.loop: int | None = None  # the r-loop being emitted (looped reductions)
+        self.loops = 0
         self.context = _Context()
         self.reduces = reduces(kernel)
         self.xnumel: Expr = product(kernel.outer)
@@ -190,6 +196,14 @@ class TritonKernelWriter:
             local = self.locals.get(str(storage))
             if local is not None:
                 return local
+            stored = self.stored.get(str(storage))
+            if stored is not None and not indirect:
+                variable, loop = stored
+                if loop is None or loop == self.loop:
+                    if self.program.storages[str(storage)].dtype in HALF_TYPES:
+                        return f"{variable}.to(tl.float32)"
+                    return variable
+                self.line("tl.debug_barrier()")  # written in an earlier loop, by other threads
             substitution = {}
             for symbol, chosen in indirect:
                 variable = self.fresh("ind")
@@ -360,11 +374,14 @@ class TritonKernelWriter:
                 return
             # the bound is spelled out: the interpreter turns a local `rnumel` into a block
             bound = self.index(self.rnumel)
+            self.loops += 1
+            self.loop = self.loops
             with self.block(f"for roffset in range(0, {bound}, RBLOCK):"):
                 self._r_variables("roffset + rbase")
                 yield
         finally:
             self.context.reduction = False
+            self.loop = None
 
     def _reduction_batch(self, members: list[Member], position: int) -> list[Member]:
         """Consecutive reductions that read nothing another of them writes share a loop."""
@@ -459,8 +476,12 @@ class TritonKernelWriter:
             pointer += " + 0 * xindex"
         if member.store_mode == "atomic_add":
             self.line(f"tl.atomic_add({pointer}, {stored}, {mask}, sem='relaxed')")
+            self.stored.pop(storage, None)
         else:
-            self.line(f"tl.store({pointer}, {stored}, {mask})")
+            variable = self.fresh("stored")
+            self.line(f"{variable} = {stored}")
+            self.line(f"tl.store({pointer}, {variable}, {mask})")
+            self.stored[storage] = (variable, self.loop)
         self.forget_loads(storage)
 
 
