@@ -24,6 +24,7 @@ TEST_DEPS = (
     "hypothesis",
     "jsonschema",
     "expecttest",  # torch.testing's OpInfo database imports it
+    "triton==3.6.0",  # Triton kernels run under TRITON_INTERPRET=1 and compile to PTX, no GPU
     "numpy",
     "transformers",
     "import-linter",
