@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
 # libdevice name -> (torch function, result dtype or None for the argument's).
@@ -70,8 +69,7 @@ def _apply(function: Callable[..., torch.Tensor], result_dtype: torch.dtype | No
 
     first = next(a for a in args if isinstance(a, tl.core.tensor))
     operands = [
-        torch.from_numpy(np.asarray(a.handle.data)) if isinstance(a, tl.core.tensor) else a
-        for a in args
+        torch.as_tensor(a.handle.data) if isinstance(a, tl.core.tensor) else a for a in args
     ]
     result = function(*operands)
     if result_dtype is not None:

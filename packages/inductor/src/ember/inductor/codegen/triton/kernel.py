@@ -196,9 +196,9 @@ class TritonKernelWriter:
             local = self.locals.get(str(storage))
             if local is not None:
                 return local
-            stored = self.stored.get(str(storage))
-            if stored is not None and not indirect:
-                variable, loop = stored
+            written = self.stored.get(str(storage))
+            if written is not None and not indirect:
+                variable, loop = written
                 if loop is None or loop == self.loop:
                     if self.program.storages[str(storage)].dtype in HALF_TYPES:
                         return f"{variable}.to(tl.float32)"
