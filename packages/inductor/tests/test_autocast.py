@@ -39,3 +39,18 @@ def test_autocast_regions_keep_their_dtypes() -> None:
     )
     torch.testing.assert_close(ours_high, high)  # exact float32 math, not a bf16 round trip
     torch.testing.assert_close(ours_low, low, rtol=2e-2, atol=2e-2)
+
+
+def test_entering_autocast_recompiles() -> None:
+    """A Graph captured without autocast must not serve a call under autocast (capture guards
+    on autocast's state, so the second call records the casts)."""
+    torch.manual_seed(0)
+    linear = nn.Linear(8, 8).eval()
+    compiled = ember.compile(linear, backend="inductor")
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        assert compiled(x).dtype == torch.float32
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            ours, theirs = compiled(x), linear(x)
+    assert ours.dtype == theirs.dtype == torch.bfloat16
+    torch.testing.assert_close(ours, theirs, rtol=2e-2, atol=2e-2)

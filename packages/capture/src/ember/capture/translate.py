@@ -34,7 +34,7 @@ from ember.capture.bytecode import Frame
 from ember.capture.cache import CacheEntry
 from ember.capture.codegen import Continuation, OutputPlan, SideEffectPlan, entry_function
 from ember.capture.guards.check import build_check
-from ember.capture.guards.kinds import GuardKind
+from ember.capture.guards.kinds import GuardKind, autocast_state
 from ember.capture.guards.source import AttrSource, ItemSource, LocalSource
 from ember.capture.reconstruct import REPLACE_DICT, REPLACE_LIST, CompileCallee, Reconstructor
 from ember.capture.resume import STACK_PREFIX, resume_function
@@ -115,6 +115,7 @@ def _capture(
     tracer = Tracer()
     session = CaptureSession(tracer, fn.__globals__, fn.__qualname__)
     session.guard(GuardKind.GRAD_MODE, None, torch.is_grad_enabled())
+    session.guard(GuardKind.AUTOCAST, None, autocast_state())
     grad_mode = torch.is_grad_enabled()
     root_source = LocalSource(FUNCTION_KEY)
     closure = [

@@ -17,6 +17,22 @@ import torch
 from ember.capture.guards.source import GlobalSource, Source
 from ember.prims import SourceLocation
 
+# The device types whose autocast state a Graph depends on (its casts are recorded in it).
+AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def autocast_state() -> tuple[tuple[str, bool, str], ...]:
+    """(device type, enabled, dtype) for each device type autocast can be on for."""
+    return tuple(
+        (device, torch.is_autocast_enabled(device), str(torch.get_autocast_dtype(device)))
+        for device in AUTOCAST_DEVICES
+    )
+
+
+def _autocast(state: tuple[tuple[str, bool, str], ...]) -> str:
+    on = [f"{device} {dtype.removeprefix('torch.')}" for device, enabled, dtype in state if enabled]
+    return f"on ({', '.join(on)})" if on else "off"
+
 
 class GuardKind(str, enum.Enum):
     """What a guard checks."""
@@ -28,6 +44,7 @@ class GuardKind(str, enum.Enum):
     DICT_KEYS = "dict_keys"  # the keys of a dict, in order
     TENSOR = "tensor"  # type, dtype, device, shape, stride, requires_grad of a tensor
     GRAD_MODE = "grad_mode"  # torch.is_grad_enabled()
+    AUTOCAST = "autocast"  # autocast_state(): torch.autocast's state per device type
     TRAINING = "training"  # an nn.Module's training flag
     SAME_OBJECT = "same_object"  # two sources name one tensor (a deduplicated graph input)
 
@@ -84,6 +101,9 @@ class Guard:
         if self.kind is GuardKind.GRAD_MODE:
             grad = _constant(namespace, torch.is_grad_enabled)
             return f"{grad}() is {self.expected!r}"
+        if self.kind is GuardKind.AUTOCAST:
+            state = _constant(namespace, autocast_state)
+            return f"{state}() == {self.expected!r}"
         if self.kind is GuardKind.SAME_OBJECT:
             assert isinstance(self.expected, Source)
             return f"{value} is {self.expected.expr()}"
@@ -123,6 +143,10 @@ class Guard:
     def _describe(self, arguments: dict[str, Any], globals_dict: dict[str, Any]) -> str:
         if self.kind is GuardKind.GRAD_MODE:
             return f"grad mode changed from {_on(self.expected)} to {_on(not self.expected)}"
+        if self.kind is GuardKind.AUTOCAST:
+            return (
+                f"autocast changed from {_autocast(self.expected)} to {_autocast(autocast_state())}"
+            )
         assert self.source is not None
         subject = self._subject()
         actual = self.source.read(arguments, globals_dict)
