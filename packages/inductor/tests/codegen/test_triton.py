@@ -190,3 +190,34 @@ def test_generated_kernels_compile_to_ptx_without_a_gpu(tmp_path: Path) -> None:
         assert len(built["ptx"]) >= built["kernels"], name
         for ptx in built["ptx"]:
             assert ".target sm_90" in ptx, name
+
+
+def test_a_kernel_never_reloads_what_it_stored_without_a_barrier(
+    cache: ArtifactCache, interpreter: None
+) -> None:
+    """The threads of a Triton program do not see each other's stores: a fused kernel that
+    stores a buffer and reads it again (a row sum that is both an output and a divisor) must
+    take the value from registers, or pass a barrier first. The interpreter runs programs
+    serially and cannot show the race, so this checks the generated source."""
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        total = x.sum(-1, keepdim=True)
+        return total, x / total
+
+    inputs = (_randn(8, 50),)
+    compiled = _compile(fn, inputs, cache)
+    checked = 0
+    for kernel in compiled.module.split("@triton.jit")[1:]:
+        stored: set[str] = set()
+        barrier = False
+        for line in kernel.splitlines():
+            if "tl.debug_barrier()" in line:
+                barrier = True
+            if "tl.load(p_" in line:
+                pointer = line.split("tl.load(", 1)[1].split(" ", 1)[0]
+                assert pointer not in stored or barrier, line
+                checked += 1
+            if "tl.store(p_" in line:
+                stored.add(line.split("tl.store(", 1)[1].split(" ", 1)[0])
+    assert checked > 0
+    torch.testing.assert_close(compiled(*inputs), fn(*inputs))
