@@ -11,12 +11,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
-import os
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from ember.runtime.cache.atomic_file import write_atomically
 from ember.runtime.cache.store import ArtifactCache
 
 _loaded: dict[str, ctypes.CDLL] = {}
@@ -46,16 +45,4 @@ def _materialize(directory: Path, payload: bytes) -> Path:
     with contextlib.suppress(OSError):
         if hashlib.sha256(path.read_bytes()).hexdigest() == digest:
             return path
-    directory.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(payload)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    return path
+    return write_atomically(path, payload)

@@ -12,11 +12,11 @@ import contextlib
 import hashlib
 import os
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
 
+from ember.runtime.cache.atomic_file import write_atomically
 from ember.runtime.cache.store import ArtifactCache
 from ember.runtime.errors import TritonUnavailableError
 from ember.runtime.triton.variant import import_source_file, module_name
@@ -82,16 +82,4 @@ def _materialize(directory: Path, digest: str, source: str) -> Path:
     with contextlib.suppress(OSError):
         if path.read_bytes() == payload:
             return path
-    directory.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{digest[:16]}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(payload)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    return path
+    return write_atomically(path, payload)
