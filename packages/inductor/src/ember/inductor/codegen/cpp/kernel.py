@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import sympy
-import torch
 
 from ember.inductor.codegen.backend import KernelArgument, KernelSource
 from ember.inductor.codegen.cpp.ops import (
@@ -23,6 +22,7 @@ from ember.inductor.codegen.cpp.ops import (
     reduction_init,
 )
 from ember.inductor.codegen.cpp.printer import cpp_index
+from ember.inductor.codegen.value_scopes import ValueScopes, operand_key
 from ember.inductor.ir.body import BodyValue
 from ember.inductor.ir.indexing import Expr, index_var, product
 from ember.inductor.ir.program import Program
@@ -32,16 +32,15 @@ from ember.inductor.scheduler.fusion import Kernel, Member
 PARALLEL_THRESHOLD = 32768
 
 
-class CppKernel:
+class CppKernel(ValueScopes):
     """Builds the source of one kernel."""
 
     def __init__(self, kernel: Kernel, program: Program) -> None:
+        super().__init__()
         self.kernel = kernel
         self.program = program
         self.lines: list[str] = []
         self.depth = 1
-        self.scopes: list[dict[tuple[object, ...], str]] = [{}]
-        self.counter = 0
         self.storages: dict[str, None] = {}
         self.sizes: set[str] = set()
         self.locals: dict[str, str] = {}
@@ -63,10 +62,6 @@ class CppKernel:
             self.depth -= 1
             self.line("}")
 
-    def fresh(self, prefix: str = "tmp") -> str:
-        self.counter += 1
-        return f"{prefix}{self.counter}"
-
     def index(self, expr: Expr) -> str:
         for symbol in expr.free_symbols:
             name = str(symbol)
@@ -78,17 +73,6 @@ class CppKernel:
         return self.index(sympy.sympify(expr))
 
     # ---- values ---------------------------------------------------------------------------
-
-    def lookup(self, key: tuple[object, ...]) -> str | None:
-        for scope in reversed(self.scopes):
-            if key in scope:
-                return scope[key]
-        return None
-
-    def forget_loads(self, storage: str) -> None:
-        for scope in self.scopes:
-            for key in [k for k in scope if k[0] == "load" and k[1] == storage]:
-                del scope[key]
 
     def value(self, node: BodyValue, names: dict[int, str]) -> str:
         """Emit `node` (and what it needs) once; its C++ variable name."""
@@ -107,7 +91,7 @@ class CppKernel:
                 self.value(child, names) if isinstance(child, BodyValue) else child
                 for child in node.args
             ]
-            key = (node.op, *(_key(a) for a in operands), node.dtype)
+            key = (node.op, *(operand_key(a) for a in operands), node.dtype)
         found = self.lookup(key)
         if found is not None:
             names[id(node)] = found
@@ -343,13 +327,3 @@ class CppKernel:
         for _ in headers[:-1]:
             self.depth -= 1
             self.line("}")
-
-
-def _key(value: object) -> object:
-    if isinstance(value, sympy.Basic):
-        return ("expr", str(value))
-    if isinstance(value, tuple):
-        return tuple(_key(v) for v in value)
-    if isinstance(value, torch.dtype):
-        return str(value)
-    return (type(value).__name__, repr(value))

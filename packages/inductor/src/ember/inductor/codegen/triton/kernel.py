@@ -34,6 +34,7 @@ from ember.inductor.codegen.triton.ops import (
     reduction_identity,
 )
 from ember.inductor.codegen.triton.printer import triton_index
+from ember.inductor.codegen.value_scopes import ValueScopes, operand_key
 from ember.inductor.ir.body import BodyValue
 from ember.inductor.ir.indexing import Expr, index_var, product
 from ember.inductor.ir.program import Program
@@ -49,16 +50,15 @@ class _Context:
     reduction: bool = False
 
 
-class TritonKernelWriter:
+class TritonKernelWriter(ValueScopes):
     """Builds the source of one Triton kernel and its launch metadata."""
 
     def __init__(self, kernel: Kernel, program: Program) -> None:
+        super().__init__()
         self.kernel = kernel
         self.program = program
         self.lines: list[str] = []
         self.depth = 1
-        self.scopes: list[dict[tuple[object, ...], str]] = [{}]
-        self.counter = 0
         self.storages: dict[str, None] = {}
         self.written: dict[str, None] = {}
         self.sizes: set[str] = set()
@@ -93,10 +93,6 @@ class TritonKernelWriter:
             self.scopes.pop()
             self.depth -= 1
 
-    def fresh(self, prefix: str = "tmp") -> str:
-        self.counter += 1
-        return f"{prefix}{self.counter}"
-
     def index(self, expr: Expr) -> str:
         for symbol in sympy.sympify(expr).free_symbols:
             name = str(symbol)
@@ -121,17 +117,6 @@ class TritonKernelWriter:
         return False
 
     # ---- values ---------------------------------------------------------------------------
-
-    def lookup(self, key: tuple[object, ...]) -> str | None:
-        for scope in reversed(self.scopes):
-            if key in scope:
-                return scope[key]
-        return None
-
-    def forget_loads(self, storage: str) -> None:
-        for scope in self.scopes:
-            for key in [k for k in scope if k[0] == "load" and k[1] == storage]:
-                del scope[key]
 
     def value(self, node: BodyValue, names: dict[int, str]) -> str:
         """Emit `node` (and what it needs) once; its Triton variable name."""
@@ -158,7 +143,7 @@ class TritonKernelWriter:
                 self.value(child, names) if isinstance(child, BodyValue) else child
                 for child in node.args
             ]
-            key = (node.op, *(_key(a) for a in operands), node.dtype)
+            key = (node.op, *(operand_key(a) for a in operands), node.dtype)
         found = self.lookup(key)
         if found is not None:
             names[id(node)] = found
@@ -483,13 +468,3 @@ class TritonKernelWriter:
             self.line(f"tl.store({pointer}, {variable}, {mask})")
             self.stored[storage] = (variable, self.loop)
         self.forget_loads(storage)
-
-
-def _key(value: object) -> object:
-    if isinstance(value, sympy.Basic):
-        return ("expr", str(value))
-    if isinstance(value, tuple):
-        return tuple(_key(v) for v in value)
-    if isinstance(value, torch.dtype):
-        return str(value)
-    return (type(value).__name__, repr(value))
