@@ -1,8 +1,10 @@
 """A Graph captured under autocast holds its casts: compiling and running it under the
-caller's autocast must not cast again (a float32 region stays float32)."""
+caller's autocast must not cast again (a float32 region stays float32), whichever backend
+runs it: the interpreter (`eager`), ember-autodiff's re-trace (`aot_eager`) or inductor."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -21,10 +23,14 @@ class MixedPrecision(nn.Module):
         return low, high
 
 
-def test_autocast_regions_keep_their_dtypes() -> None:
+BACKENDS = ("eager", "aot_eager", "inductor")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autocast_regions_keep_their_dtypes(backend: str) -> None:
     torch.manual_seed(0)
     model = MixedPrecision().eval()
-    compiled = ember.compile(model, backend="inductor")
+    compiled = ember.compile(model, backend=backend)
     x = torch.randn(4, 16)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         low, high = model(x)
@@ -54,3 +60,21 @@ def test_entering_autocast_recompiles() -> None:
             ours, theirs = compiled(x), linear(x)
     assert ours.dtype == theirs.dtype == torch.bfloat16
     torch.testing.assert_close(ours, theirs, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("backend", ("aot_eager", "inductor"))
+def test_training_under_autocast_keeps_float32_regions(backend: str) -> None:
+    """The joint forward/backward trace runs under the caller's autocast too: the float32
+    region's gradient must be float32 math, as eager's is."""
+    torch.manual_seed(0)
+    model = MixedPrecision()
+    twin = MixedPrecision()
+    twin.load_state_dict(model.state_dict())
+    compiled = ember.compile(twin, backend=backend)
+    x = torch.randn(4, 16)
+    for module in (model, compiled):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low, high = module(x)
+        (high.sum() * 1e-2 + low.float().sum() * 0.0).backward()
+    assert twin.linear.weight.grad is not None and model.linear.weight.grad is not None
+    torch.testing.assert_close(twin.linear.weight.grad, model.linear.weight.grad)

@@ -25,6 +25,7 @@ from ember.prims import (
     Interpreter,
     Ref,
     TensorSpec,
+    autocast_disabled,
     cross_boundary,
     tree_flatten,
 )
@@ -62,6 +63,18 @@ def aot(
         raise AutodiffError(
             f"unknown partitioner {partitioner!r}; choose one of {', '.join(PARTITIONERS)}"
         )
+    with autocast_disabled():  # the Graph holds autocast's casts: tracing must not add more
+        return _aot(graph, example_inputs, fw_compiler, bw_compiler, decompositions, partitioner)
+
+
+def _aot(
+    graph: Graph,
+    example_inputs: Sequence[Any],
+    fw_compiler: Compiler,
+    bw_compiler: Compiler,
+    decompositions: Mapping[str, Callable[..., Any]] | None,
+    partitioner: str,
+) -> Callable[..., Any]:
     config = load(PrimsConfig)
     live_state = dict(graph.constants)  # parameters stay the live tensors, not copies
     graph = cross_boundary(graph, "backend -> autodiff", config)
@@ -71,6 +84,10 @@ def aot(
     mutated = {functional.signature.inputs[i].value.name for i, _ in functional.signature.mutations}
 
     def inference() -> Callable[..., Any]:
+        with autocast_disabled():
+            return _inference()
+
+    def _inference() -> Callable[..., Any]:
         pure = functional.graph
         if decompositions:
             from ember.prims.decompositions import decompose
@@ -80,6 +97,10 @@ def aot(
         return fw_compiler(cross_boundary(pure, "autodiff -> forward compiler", config), examples)
 
     def training(requires_grad: tuple[bool, ...]) -> TrainingStep:
+        with autocast_disabled():  # a later call may ask for it under the caller's autocast
+            return _training(requires_grad)
+
+    def _training(requires_grad: tuple[bool, ...]) -> TrainingStep:
         joint = trace_joint(graph, requires_grad, decompositions)
         _check(joint.graph, config)
         _log("joint", joint.graph)

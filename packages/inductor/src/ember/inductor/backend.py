@@ -14,10 +14,9 @@ from typing import Any
 
 import torch
 
-from ember.inductor.autocast import autocast_disabled
 from ember.inductor.config import InductorConfig
 from ember.inductor.pipeline import compile_graph
-from ember.prims import Graph, Interpreter
+from ember.prims import Graph, Interpreter, autocast_disabled
 from ember.prims.config import load
 from ember.prims.logs import topic_logger
 

@@ -9,9 +9,16 @@ from typing import Any
 
 import torch
 
-from ember.inductor.autocast import autocast_disabled, autocast_enabled
 from ember.inductor.errors import DeviceMismatchError
-from ember.prims import Graph, Ref, TensorSpec, tree_flatten, tree_unflatten
+from ember.prims import (
+    Graph,
+    Ref,
+    TensorSpec,
+    autocast_disabled,
+    autocast_enabled,
+    tree_flatten,
+    tree_unflatten,
+)
 
 
 class CompiledGraph:

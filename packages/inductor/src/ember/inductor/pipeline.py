@@ -44,7 +44,7 @@ from ember.inductor.lowering.graph_lowering import lower_graph
 from ember.inductor.passes.common_subexpressions import eliminate_common_subexpressions
 from ember.inductor.passes.dead_code import eliminate_dead_code
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode, schedule
-from ember.prims import Graph, TensorSpec, resolve_op
+from ember.prims import Graph, Ref, TensorSpec, resolve_op
 from ember.prims.config import cache_key, load
 from ember.prims.decompositions import PRIM_DECOMPOSITIONS, decompose
 from ember.prims.logs import topic_logger
@@ -134,6 +134,7 @@ def generate(
         timings[name] = (time.perf_counter() - started) * 1e3
         return result
 
+    output_specs = _output_specs(graph)
     if graph.symbols:
         # TODO(issue 6): ember-prims' decompose needs static sizes; until it takes symbols,
         # a dynamic Graph keeps its ATen ops (extern and fallback calls, no fusion)
@@ -145,7 +146,9 @@ def generate(
     graph = timed("eliminate_common_subexpressions", eliminate_common_subexpressions, graph)
     graph = timed("eliminate_dead_code", eliminate_dead_code, graph)
     atomic_dtypes = getattr(backend, "atomic_dtypes", backend.dtypes)
-    program: Program = timed("lower", lower_graph, graph, backend.dtypes, atomic_dtypes)
+    program: Program = timed(
+        "lower", lower_graph, graph, backend.dtypes, atomic_dtypes, output_specs
+    )
     scheduled: list[ScheduledNode] = timed(
         "schedule", _schedule, program, config, backend.kernel_prefix
     )
@@ -158,6 +161,18 @@ def generate(
     logger.debug("inductor passes (ms): %s", {k: round(v, 1) for k, v in timings.items()})
     targets = sorted({item.target for item in scheduled if isinstance(item, ExternNode)})
     return {"wrapper": wrapper, "module": module, "targets": targets, "kernels": len(sources)}
+
+
+def _output_specs(graph: Graph) -> list[TensorSpec | None]:
+    """Each output's spec in the Graph as given: the strides its caller (and a backward Graph
+    compiled against them) expects, whatever strides its decomposition computes."""
+    values = graph.values()
+    specs: list[TensorSpec | None] = []
+    for leaf in graph.output_leaves:
+        value = values.get(leaf.name) if isinstance(leaf, Ref) else None
+        spec = value.spec if value is not None else None
+        specs.append(spec if isinstance(spec, TensorSpec) else None)
+    return specs
 
 
 def _schedule(program: Program, config: InductorConfig, prefix: str) -> list[ScheduledNode]:

@@ -4,6 +4,7 @@ The Graph and its specs, the tracer (`trace`), symbolic sizes, the interpreter (
 serialization (`dumps`/`loads`/`save`/`load`), printing and verification.
 """
 
+from ember.prims.autocast import autocast_disabled, autocast_enabled
 from ember.prims.boundary import cross_boundary
 from ember.prims.decompositions import (
     CORE_ATEN_DECOMPOSITIONS,
@@ -71,6 +72,8 @@ __all__ = [
     "TracerTensor",
     "TreeSpec",
     "Value",
+    "autocast_disabled",
+    "autocast_enabled",
     "cross_boundary",
     "decompose",
     "dump_document",

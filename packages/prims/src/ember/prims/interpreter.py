@@ -14,6 +14,7 @@ from typing import Any
 import sympy
 import torch
 
+from ember.prims.autocast import autocast_disabled, autocast_enabled
 from ember.prims.errors import InterpreterError
 from ember.prims.graph import Graph, InputKind, Node, Ref, SubgraphRef, Value
 from ember.prims.ops import resolve_op
@@ -31,6 +32,12 @@ class Interpreter:
         self._symbolic = bool(graph.symbols)
 
     def __call__(self, *inputs: Any, state: Mapping[str, torch.Tensor] | None = None) -> Any:
+        if autocast_enabled():  # the Graph holds its casts already
+            with autocast_disabled():
+                return self._run(inputs, state)
+        return self._run(inputs, state)
+
+    def _run(self, inputs: tuple[Any, ...], state: Mapping[str, torch.Tensor] | None) -> Any:
         env: dict[str, Any] = {}
         bindings: dict[sympy.Symbol, int] = {}
         self._bind_user_inputs(inputs, env, bindings)

@@ -74,6 +74,9 @@ def generate_wrapper(
         if dead:
             emit(f"    del {', '.join(dead)}")
     results = [_output(arg, program) for arg in program.outputs]
+    for position, layout in program.output_restrides.items():
+        size, stride = _shape(layout.size), _shape(layout.stride)
+        results[position] = f"restride({results[position]}, {size}, {stride})"
     emit(f"    return ({''.join(r + ', ' for r in results)})")
     return "\n".join(lines) + "\n"
 

@@ -355,15 +355,19 @@ def lower_graph(
     graph: Graph,
     dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES,
     atomic_dtypes: frozenset[torch.dtype] | None = None,
+    output_specs: Sequence[TensorSpec | None] | None = None,
 ) -> Program:
     """The Program computing `graph`; lowers again when a viewed lazy value is written.
     Ops reading or producing a dtype outside `dtypes` (what the code generator computes in)
     fall back to their ATen call, as do atomic adds (scatter_add) of a dtype outside
-    `atomic_dtypes` (default: `dtypes`)."""
+    `atomic_dtypes` (default: `dtypes`). `output_specs` (one per output leaf) are the specs
+    the outputs must have: those of the Graph before decomposition, whose prims make
+    contiguous tensors where eager kept an input's strides. Later Graphs (a backward reading
+    what its forward saved) are compiled against those strides."""
     force: set[str] = set()
     while True:
         try:
-            return _lower(graph, force, dtypes, atomic_dtypes or dtypes)
+            return _lower(graph, force, dtypes, atomic_dtypes or dtypes, output_specs)
         except _Restart as restart:
             if restart.name in force:
                 raise RuntimeError(f"lowering cannot realize {restart.name}") from None
@@ -375,6 +379,7 @@ def _lower(
     force: set[str],
     dtypes: frozenset[torch.dtype],
     atomic_dtypes: frozenset[torch.dtype],
+    output_specs: Sequence[TensorSpec | None] | None,
 ) -> Program:
     ctx = LoweringContext(
         graph, force_realize=set(force), dtypes=dtypes, atomic_dtypes=atomic_dtypes
@@ -405,11 +410,18 @@ def _lower(
         root = value.family.root if isinstance(value, Lazy) and value.realized is None else None
         if root is not None and root != name and root in output_names:
             raise _Restart(root)  # an output that views another output must alias it
-    for leaf in graph.output_leaves:
+    ctx.node = None
+    for position, leaf in enumerate(graph.output_leaves):
         if isinstance(leaf, Ref):
             value = ctx.env[leaf.name]
             if isinstance(value, TensorValue):
-                view = ctx.realize(value, ctx.spec_layout(leaf.name))
+                wanted = _output_layout(ctx, leaf.name, position, output_specs)
+                view = ctx.realize(value, wanted)
+                if wanted is not None and _restrided_copy_needed(program, view, wanted):
+                    if view.dtype in ctx.dtypes and _dense(wanted):
+                        view = ctx.realize(_copy_of(view), wanted)
+                    else:
+                        program.output_restrides[len(program.outputs)] = wanted
                 program.outputs.append(TensorArg(view.storage, view.layout))
                 continue
             program.outputs.append(value)
@@ -515,8 +527,44 @@ def _trace(
 
 
 def _copy(ctx: LoweringContext, value: StorageView) -> StorageView:
-    fresh = Lazy(value.dtype, value.size, value.loader(), value.reads, (ctx.origin(),))
-    return ctx.realize(fresh)
+    return ctx.realize(_copy_of(value, ctx.origin()))
+
+
+def _copy_of(value: StorageView, origin: str = "output") -> Lazy:
+    return Lazy(value.dtype, value.size, value.loader(), value.reads, (origin,))
+
+
+def _output_layout(
+    ctx: LoweringContext,
+    name: str,
+    position: int,
+    output_specs: Sequence[TensorSpec | None] | None,
+) -> Layout | None:
+    """The layout an output must have: its spec before decomposition when one is given
+    (and still describes this value), else its spec in the Graph being lowered."""
+    spec = output_specs[position] if output_specs is not None else None
+    layout = ctx.spec_layout(name)
+    if spec is None or layout is None:
+        return layout
+    wanted = spec_layout(spec)
+    if wanted.dtype != layout.dtype or len(wanted.size) != len(layout.size):
+        return layout
+    if not all(same(a, b) for a, b in zip(wanted.size, layout.size)):
+        return layout
+    return wanted
+
+
+def _restrided_copy_needed(program: Program, view: StorageView, wanted: Layout) -> bool:
+    """Whether an output computed into a buffer of other strides must be copied into the
+    strides its spec declares. Inputs and their views are never copied (an output aliasing
+    an input must stay an alias); a size-1 dimension's stride does not matter."""
+    if program.storages[view.storage].is_input:
+        return False
+    return any(
+        not same(have, want)
+        for have, want, size in zip(view.layout.stride, wanted.stride, wanted.size)
+        if not same(size, sympy.S.One)
+    )
 
 
 def _merge(*groups: tuple[str, ...]) -> tuple[str, ...]:

@@ -4,11 +4,13 @@ Workers (`compile_worker.py`, started by path) fill Triton's on-disk cache; the 
 this process that follow are cache hits (same `ASTSource`, same key). Worker count: the
 `workers` argument, else `EMBER_COMPILE_THREADS`, else one per CPU; one worker, one job, or
 (unless `workers` is given) fewer than four jobs compile in this process. A progress bar
-appears when compiling takes over 2 s.
+appears when compiling takes over 2 s. Workers stay alive between calls (a training step
+compiles a forward and a backward graph) and exit with this process.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -110,21 +112,63 @@ def _warm(jobs: Sequence[tuple[Variant, str | None]], count: int, progress: Prog
         thread.join()
 
 
+# Workers idle between compiles: a process's start (python, triton, Triton's backend) is paid
+# once per process, not once per compiled graph. They exit with this process.
+_IDLE: list[subprocess.Popen[str]] = []
+_IDLE_LOCK = threading.Lock()
+
+
+def _start_worker() -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        env={**os.environ, "TRITON_INTERPRET": "0"},  # workers compile, never interpret
+    )
+
+
+def _take_worker() -> subprocess.Popen[str]:
+    with _IDLE_LOCK:
+        while _IDLE:
+            process = _IDLE.pop()
+            if process.poll() is None:
+                return process
+    return _start_worker()
+
+
+def _release_worker(process: subprocess.Popen[str]) -> None:
+    with _IDLE_LOCK:
+        _IDLE.append(process)
+
+
+@atexit.register
+def _stop_workers() -> None:
+    with _IDLE_LOCK:
+        workers, _IDLE[:] = list(_IDLE), []
+    for process in workers:
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(OSError):
+        assert process.stdin is not None
+        process.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5.0)
+
+
 def _drive(pending: queue.SimpleQueue[tuple[Variant, str | None]], progress: Progress) -> None:
-    """Run one worker process: hand it jobs one at a time until none are left."""
+    """Run one worker process: hand it jobs one at a time until none are left, then keep it
+    for the next compile."""
     try:
-        process = subprocess.Popen(
-            [sys.executable, str(WORKER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            env={**os.environ, "TRITON_INTERPRET": "0"},  # workers compile, never interpret
-        )
+        process = _take_worker()
     except OSError as error:
         logger.warning("cannot start a Triton compile worker (%s); compiling in-process", error)
         return
     assert process.stdin is not None and process.stdout is not None
+    healthy = True
     try:
         while True:
             try:
@@ -141,11 +185,13 @@ def _drive(pending: queue.SimpleQueue[tuple[Variant, str | None]], progress: Pro
             progress.advance()
             if not line:
                 logger.warning("a Triton compile worker exited; compiling the rest in-process")
+                healthy = False
                 break
             reply = json.loads(line)
             if not reply["ok"]:
                 logger.debug("compile worker failed on %s: %s", variant.kernel, reply["error"])
     finally:
-        with contextlib.suppress(OSError):
-            process.stdin.close()
-        process.wait()
+        if healthy and process.poll() is None:
+            _release_worker(process)
+        else:
+            _stop(process)

@@ -3,7 +3,8 @@
 Started by path (`python compile_worker.py`), never imported by ember: it loads `variant.py`
 beside it by path, so a worker imports only the standard library, triton and the kernel module
 (not torch, not ember, not the user's `__main__`). One reply line per job, on the original
-stdout; anything the compiler prints goes to stderr.
+stdout; anything the compiler prints goes to stderr. A worker also builds the kernel's C launcher
+into the Triton cache (a C compile of its own, the slowest part of loading a kernel).
 """
 
 from __future__ import annotations
@@ -34,11 +35,16 @@ def main() -> int:
         start = time.perf_counter()
         reply: dict[str, object] = {"ok": True}
         try:
-            variant.compile_variant_file(
+            compiled = variant.compile_variant_file(
                 variant.Variant.from_json(job["variant"]), job["cache_dir"]
             )
         except Exception as error:  # reported; the parent compiles it again and raises there
             reply = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+        else:
+            try:  # the launcher too: its C compile is the slowest part of a first load
+                variant.build_launcher(compiled, job["cache_dir"])
+            except Exception as error:  # the parent builds it when it loads the kernel
+                reply["launcher_error"] = f"{type(error).__name__}: {error}"
         reply["seconds"] = time.perf_counter() - start
         replies.write(json.dumps(reply) + "\n")
         replies.flush()

@@ -131,3 +131,16 @@ def compile_variant_file(variant: Variant, cache_dir: str | None) -> Any:
     name = module_name(variant.path)
     module = sys.modules.get(name) or import_source_file(variant.path, name)
     return compile_variant(getattr(module, variant.kernel), variant, cache_dir)
+
+
+def build_launcher(compiled: Any, cache_dir: str | None) -> None:
+    """Build Triton's C launcher for `compiled` into the Triton cache, so that the process
+    loading the kernel finds it there instead of running the C compiler itself (compile
+    workers build them in parallel). Loading the built module needs the CUDA driver library;
+    without it the build is cached all the same and the error propagates."""
+    if compiled.metadata.target.backend != "cuda":
+        return
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    with triton_cache_scope(cache_dir):
+        CudaLauncher(compiled.src, compiled.metadata)

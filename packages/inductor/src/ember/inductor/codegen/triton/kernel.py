@@ -105,14 +105,20 @@ class TritonKernelWriter(ValueScopes):
             return True
         if int(self.xnumel) * int(self.rnumel) > INT32_LIMIT // 2:
             return True
-        for storage in self.program.storages.values():
+        touched = {member.node.storage for member in self.kernel.members}
+        for member in self.kernel.members:
+            touched.update(str(load.args[0]) for load in member.loads())
+        for name in touched:
+            storage = self.program.storages[name]
             layout = storage.layout or storage.declared
             if layout is None:
                 return True
-            extent = sympy.Integer(1)
+            extent = 1
             for size, stride in zip(layout.size, layout.stride):
-                extent = extent + (size - 1) * abs(stride)
-            if extent.free_symbols or int(extent) > INT32_LIMIT // 2:
+                if not (size.is_Integer and stride.is_Integer):
+                    return True
+                extent += (int(size) - 1) * abs(int(stride))
+            if extent > INT32_LIMIT // 2:
                 return True
         return False
 

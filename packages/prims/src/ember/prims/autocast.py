@@ -1,10 +1,10 @@
-"""Autocast off while inductor compiles or runs a Graph.
+"""Autocast off while a Graph is re-traced or run.
 
 A captured Graph already holds the casts autocast made while it was captured (and none in
 regions where the user turned autocast off). Re-tracing it (decompositions, the joint
-forward/backward trace) or calling its extern ops (matmul) while the caller's autocast is
-still on would cast again: a float32 region would run in bfloat16. So both happen with
-autocast off on every device type.
+forward/backward trace) or running its ops (the interpreter, a compiler's extern calls)
+while the caller's autocast is still on would cast again: a float32 region would run in
+bfloat16. So every layer does both with autocast off, on every device type.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ DEVICE_TYPES = ("cuda", "cpu")
 
 
 def autocast_enabled() -> bool:
+    """Whether autocast is on for any device type."""
     return any(torch.is_autocast_enabled(device) for device in DEVICE_TYPES)
 
 
