@@ -59,6 +59,14 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
     ),
     "column_sum": (lambda x: x.sum(0), lambda: (_randn(1500, 40),)),
     "full_reduction": (lambda x: x.sum(), lambda: (_randn(2000),)),
+    "split_channel_reductions": (  # batch norm's backward: per channel over N, H, W
+        lambda x, g: ((x * g).sum((0, 2, 3)), x.amax((0, 2, 3))),
+        lambda: (_randn(8, 3, 64, 64), _randn(8, 3, 64, 64)),
+    ),
+    "split_long_bfloat16_column": (  # one long dim cut into chunks, partials in float32
+        lambda x: x.sum(0),
+        lambda: (_randn(32768, 2, dtype=torch.bfloat16),),
+    ),
     "argmax_argmin": (lambda x: (x.argmax(-1), x.argmin(0)), lambda: (_randn(9, 70),)),
     "looped_argmax": (lambda x: x.argmax(-1), lambda: (_randn(3, 2500),)),
     "cat_and_pad": (
@@ -132,6 +140,7 @@ def test_interpreted_kernels_match_eager(
 # Kernels that must also build for an H100 (sm_90) on this machine, without a GPU.
 PTX_CASES = (
     "pointwise_broadcast",
+    "split_channel_reductions",
     "persistent_softmax_layer_norm",
     "looped_sum_and_max",
     "looped_argmax",

@@ -147,7 +147,13 @@ def generate(
     graph = timed("eliminate_dead_code", eliminate_dead_code, graph)
     atomic_dtypes = getattr(backend, "atomic_dtypes", backend.dtypes)
     program: Program = timed(
-        "lower", lower_graph, graph, backend.dtypes, atomic_dtypes, output_specs
+        "lower",
+        lower_graph,
+        graph,
+        backend.dtypes,
+        atomic_dtypes,
+        output_specs,
+        getattr(backend, "split_reductions", False),
     )
     scheduled: list[ScheduledNode] = timed(
         "schedule", _schedule, program, config, backend.kernel_prefix

@@ -21,6 +21,7 @@ from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr, as_expr, index_var, same
 from ember.inductor.ir.program import ExternNode, LoopNode, Program, Storage, TensorArg
 from ember.inductor.ir.tensors import Layout, Lazy, StorageView, TensorValue
+from ember.inductor.lowering.split_reduction import Split, plan_split
 from ember.inductor.lowering.table import LOWERINGS
 from ember.prims import Graph, Node, Ref, TensorSpec, Value
 from ember.prims.logs import topic_logger
@@ -68,6 +69,8 @@ class LoweringContext:
     reading_now: dict[str, int] = field(default_factory=dict)
     dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES
     atomic_dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES
+    # reductions with few outputs over many elements run as two (GPUs: see split_reduction)
+    split_reductions: bool = False
 
     # ---- names and buffers --------------------------------------------------------------
 
@@ -133,7 +136,18 @@ class LoweringContext:
         origins: tuple[str, ...],
         sources: tuple[str, ...] = (),
     ) -> StorageView:
-        """A reduction node: `fn(x + r)` reduced over `r` for every `x`; its buffer's view."""
+        """A reduction node: `fn(x + r)` reduced over `r` for every `x`; its buffer's view.
+        With `split_reductions`, one with few outputs over many elements is computed as
+        partial reductions and a reduction of those (see `split_reduction`)."""
+        split = (
+            plan_split(ranges, reduction_ranges, reduction_type)
+            if self.split_reductions
+            else None
+        )
+        if split is not None:
+            return self._split_reduction(
+                split, fn, ranges, reduction_ranges, reduction_type, dtype, origins, sources
+            )
         layout = Layout.contiguous(dtype, tuple(ranges))
         storage = self.new_buffer(layout)
         xs = [index_var("x", i) for i in range(len(ranges))]
@@ -156,6 +170,49 @@ class LoweringContext:
             )
         )
         return StorageView(storage, layout)
+
+    def _split_reduction(
+        self,
+        split: Split,
+        fn: body.Loader,
+        ranges: Sequence[Expr],
+        reduction_ranges: Sequence[Expr],
+        reduction_type: str,
+        dtype: torch.dtype,
+        origins: tuple[str, ...],
+        sources: tuple[str, ...],
+    ) -> StorageView:
+        kept = len(ranges)
+        extra = len(split.outer)
+        # partials in float32 at least: a bf16 sum of 12 544 elements would round each step
+        partial_dtype = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+        def partial(index: body.Index) -> body.BodyValue:
+            outer = index[kept : kept + extra]
+            inner = index[kept + extra :]
+            value = fn([*index[:kept], *split.index(outer, inner)])
+            return body.to_dtype(value, partial_dtype)
+
+        self.split_reductions = False
+        try:
+            partials = self.reduction(
+                partial, [*ranges, *split.outer], split.inner, reduction_type,
+                partial_dtype, origins, sources,
+            )  # fmt: skip
+        finally:
+            self.split_reductions = True
+        load = partials.loader()
+
+        def combine(index: body.Index) -> body.BodyValue:
+            return body.to_dtype(load(index), dtype)
+
+        self.split_reductions = False
+        try:
+            return self.reduction(
+                combine, ranges, split.outer, reduction_type, dtype, origins, sources
+            )
+        finally:
+            self.split_reductions = True
 
     # ---- writes ------------------------------------------------------------------------------
 
@@ -356,6 +413,7 @@ def lower_graph(
     dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES,
     atomic_dtypes: frozenset[torch.dtype] | None = None,
     output_specs: Sequence[TensorSpec | None] | None = None,
+    split_reductions: bool = False,
 ) -> Program:
     """The Program computing `graph`; lowers again when a viewed lazy value is written.
     Ops reading or producing a dtype outside `dtypes` (what the code generator computes in)
@@ -363,11 +421,14 @@ def lower_graph(
     `atomic_dtypes` (default: `dtypes`). `output_specs` (one per output leaf) are the specs
     the outputs must have: those of the Graph before decomposition, whose prims make
     contiguous tensors where eager kept an input's strides. Later Graphs (a backward reading
-    what its forward saved) are compiled against those strides."""
+    what its forward saved) are compiled against those strides. `split_reductions`: see
+    `split_reduction` (for GPUs)."""
     force: set[str] = set()
     while True:
         try:
-            return _lower(graph, force, dtypes, atomic_dtypes or dtypes, output_specs)
+            return _lower(
+                graph, force, dtypes, atomic_dtypes or dtypes, output_specs, split_reductions
+            )
         except _Restart as restart:
             if restart.name in force:
                 raise RuntimeError(f"lowering cannot realize {restart.name}") from None
@@ -380,9 +441,14 @@ def _lower(
     dtypes: frozenset[torch.dtype],
     atomic_dtypes: frozenset[torch.dtype],
     output_specs: Sequence[TensorSpec | None] | None,
+    split_reductions: bool,
 ) -> Program:
     ctx = LoweringContext(
-        graph, force_realize=set(force), dtypes=dtypes, atomic_dtypes=atomic_dtypes
+        graph,
+        force_realize=set(force),
+        dtypes=dtypes,
+        atomic_dtypes=atomic_dtypes,
+        split_reductions=split_reductions,
     )
     program = ctx.program
     for position, graph_input in enumerate(graph.inputs):

@@ -32,6 +32,7 @@ class TritonBackend:
         {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64}
     )
     kernel_prefix = "triton"
+    split_reductions = True  # one program per output row leaves SMs idle on long rows
 
     def __init__(self, *, max_autotune: bool = False) -> None:
         self.max_autotune = max_autotune
