@@ -1,7 +1,8 @@
 """How `--jobs` concurrent workers share the machine's CPU cores.
 
 With one job nothing is changed. With more, each worker gets `cores // (jobs + 1)` compile
-threads (`TORCHINDUCTOR_COMPILE_THREADS`): with its own Python thread, the workers together
+threads (`TORCHINDUCTOR_COMPILE_THREADS`, and as many for ember: `EMBER_COMPILE_THREADS`):
+with its own Python thread, the workers together
 use about all the cores. Measuring needs no reserved cores: a worker that measures pauses the
 others (see `device_lock.py`), so it has the whole machine while it measures.
 """
@@ -25,7 +26,8 @@ class Concurrency:
         """Environment variables every worker starts with."""
         if self.compile_threads is None:
             return {}
-        return {"TORCHINDUCTOR_COMPILE_THREADS": str(self.compile_threads)}
+        threads = str(self.compile_threads)
+        return {"TORCHINDUCTOR_COMPILE_THREADS": threads, "EMBER_COMPILE_THREADS": threads}
 
     def describe(self) -> dict[str, Any]:
         return {"jobs": self.jobs, "cores": self.cores, "compile_threads": self.compile_threads}

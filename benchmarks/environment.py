@@ -57,6 +57,10 @@ def _gpu_names() -> list[str]:
 
 
 def _git_commit(repository: Path) -> str | None:
+    """The checkout's commit; `EMBER_BENCH_COMMIT` names it where the tree was copied
+    without its history (the device machine gets a copy of the working tree)."""
+    if os.environ.get("EMBER_BENCH_COMMIT"):
+        return os.environ["EMBER_BENCH_COMMIT"]
     try:
         result = subprocess.run(
             ["git", "-C", str(repository), "rev-parse", "--short", "HEAD"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,9 +84,11 @@ class Guard:
 
     # ---- checking ------------------------------------------------------------------------
 
-    def expr(self, namespace: dict[str, Any]) -> str:
-        """A Python expression that is true when the guard holds."""
-        value = self.source.expr() if self.source is not None else ""
+    def expr(self, namespace: dict[str, Any], read: Callable[[Source], str] | None = None) -> str:
+        """A Python expression that is true when the guard holds; `read` gives the expression
+        of a source (default: `source.expr()`, the whole path from `L` or `G`)."""
+        read = read or (lambda source: source.expr())
+        value = read(self.source) if self.source is not None else ""
         const = _constant(namespace, self.expected)
         if self.kind is GuardKind.TYPE:
             return f"type({value}) is {const}"
@@ -106,7 +109,7 @@ class Guard:
             return f"{state}() == {self.expected!r}"
         if self.kind is GuardKind.SAME_OBJECT:
             assert isinstance(self.expected, Source)
-            return f"{value} is {self.expected.expr()}"
+            return f"{value} is {read(self.expected)}"
         if self.kind is GuardKind.TENSOR:
             facts: TensorFacts = self.expected
             names = [_constant(namespace, item) for item in (facts.type, facts.dtype, facts.device)]

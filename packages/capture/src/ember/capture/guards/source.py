@@ -19,6 +19,12 @@ class Source:
 
     def expr(self) -> str:
         """A Python expression over `L` (arguments) and `G` (globals)."""
+        base: Source | None = getattr(self, "base", None)
+        return self.expr_on(base.expr() if base is not None else "")
+
+    def expr_on(self, base: str) -> str:
+        """The expression, given one that reads its base source (ignored by roots): guard
+        checks read a shared prefix (`self.layer1`) once for all the guards below it."""
         raise NotImplementedError
 
     def name(self) -> str:
@@ -43,7 +49,7 @@ class LocalSource(Source):
 
     local: str
 
-    def expr(self) -> str:
+    def expr_on(self, base: str) -> str:
         return f"L[{self.local!r}]"
 
     def name(self) -> str:
@@ -60,7 +66,7 @@ class GlobalSource(Source):
     global_name: str
     module: str = ""
 
-    def expr(self) -> str:
+    def expr_on(self, base: str) -> str:
         if not self.module:
             return f"G[{self.global_name!r}]"
         return f"sys.modules[{self.module!r}].__dict__[{self.global_name!r}]"
@@ -84,10 +90,10 @@ class AttrSource(Source):
     base: Source
     attr: str
 
-    def expr(self) -> str:
+    def expr_on(self, base: str) -> str:
         if self.attr.isidentifier():
-            return f"{self.base.expr()}.{self.attr}"
-        return f"getattr({self.base.expr()}, {self.attr!r})"
+            return f"{base}.{self.attr}"
+        return f"getattr({base}, {self.attr!r})"
 
     def name(self) -> str:
         if self.attr.isidentifier():
@@ -115,8 +121,8 @@ class ItemSource(Source):
     base: Source
     index: Any
 
-    def expr(self) -> str:
-        return f"{self.base.expr()}[{self.index!r}]"
+    def expr_on(self, base: str) -> str:
+        return f"{base}[{self.index!r}]"
 
     def name(self) -> str:
         return f"{self.base.name()}[{self.index!r}]"
@@ -149,8 +155,8 @@ class DictEntrySource(Source):
     base: Source
     key: Any
 
-    def expr(self) -> str:
-        return f"dict.get({self.base.expr()}, {self.key!r}, sys.modules[{__name__!r}].MISSING)"
+    def expr_on(self, base: str) -> str:
+        return f"dict.get({base}, {self.key!r}, sys.modules[{__name__!r}].MISSING)"
 
     def name(self) -> str:
         return f"dict.get({self.base.name()}, {self.key!r})"

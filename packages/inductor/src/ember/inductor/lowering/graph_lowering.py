@@ -140,9 +140,7 @@ class LoweringContext:
         With `split_reductions`, one with few outputs over many elements is computed as
         partial reductions and a reduction of those (see `split_reduction`)."""
         split = (
-            plan_split(ranges, reduction_ranges, reduction_type)
-            if self.split_reductions
-            else None
+            plan_split(ranges, reduction_ranges, reduction_type) if self.split_reductions else None
         )
         if split is not None:
             return self._split_reduction(
