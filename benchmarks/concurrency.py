@@ -1,9 +1,12 @@
 """How `--jobs` concurrent workers share the machine's CPU cores.
 
 With one job nothing is changed. With more, each worker gets `cores // (jobs + 1)` compile
-threads (`TORCHINDUCTOR_COMPILE_THREADS`, and as many for ember: `EMBER_COMPILE_THREADS`):
-with its own Python thread, the workers together
-use about all the cores. Measuring needs no reserved cores: a worker that measures pauses the
+threads (`TORCHINDUCTOR_COMPILE_THREADS`): with its own Python thread, the workers together
+use about all the cores. ember's compile workers are not capped (`EMBER_COMPILE_THREADS`
+unset: one per core, paused with their job while another job measures): capped at the same
+count, ember's training compiles ran past the model budget on the H100 (two of five timed out
+in run 20261123-144601), so its compile times here are taken with more workers than
+torch.compile's. Measuring needs no reserved cores: a worker that measures pauses the
 others (see `device_lock.py`), so it has the whole machine while it measures.
 """
 
@@ -26,8 +29,7 @@ class Concurrency:
         """Environment variables every worker starts with."""
         if self.compile_threads is None:
             return {}
-        threads = str(self.compile_threads)
-        return {"TORCHINDUCTOR_COMPILE_THREADS": threads, "EMBER_COMPILE_THREADS": threads}
+        return {"TORCHINDUCTOR_COMPILE_THREADS": str(self.compile_threads)}
 
     def describe(self) -> dict[str, Any]:
         return {"jobs": self.jobs, "cores": self.cores, "compile_threads": self.compile_threads}
