@@ -7,6 +7,7 @@ from ember.capture.guards.source import (
     GlobalSource,
     ItemSource,
     LocalSource,
+    ModuleEntrySource,
     Source,
 )
 
@@ -18,6 +19,7 @@ __all__ = [
     "GuardKind",
     "ItemSource",
     "LocalSource",
+    "ModuleEntrySource",
     "Source",
     "build_check",
 ]

@@ -115,6 +115,34 @@ class AttrSource(Source):
 
 
 @dataclass(frozen=True)
+class ModuleEntrySource(Source):
+    """A submodule, parameter or buffer of an `nn.Module`, read from the table that holds it
+    (`base._parameters['weight']`): what `base.weight` finds, without the failed attribute
+    lookup and the Python `nn.Module.__getattr__` call that `base.weight` costs."""
+
+    base: Source
+    table: str  # "_modules", "_parameters" or "_buffers"
+    key: str
+
+    def expr_on(self, base: str) -> str:
+        return f"{base}.{self.table}[{self.key!r}]"
+
+    def name(self) -> str:
+        if self.key.isidentifier():
+            return f"{self.base.name()}.{self.key}"
+        return f"{self.base.name()}[{self.key}]"
+
+    def emit(self, load_locals: list[Instr], globals_dict: dict[str, Any]) -> list[Instr]:
+        arg: Any = (False, self.table) if sys.version_info >= (3, 12) else self.table
+        return [
+            *self.base.emit(load_locals, globals_dict),
+            Instr("LOAD_ATTR", arg),
+            Instr("LOAD_CONST", self.key),
+            Instr("BINARY_SUBSCR"),
+        ]
+
+
+@dataclass(frozen=True)
 class ItemSource(Source):
     """An item (`[index]`) of another source's value."""
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from torch import nn
 
 from ember.capture.guards.kinds import GuardKind
-from ember.capture.guards.source import AttrSource, Source
+from ember.capture.guards.source import AttrSource, ModuleEntrySource, Source
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables.base import Variable
 from ember.capture.variables.constant import ConstantVariable
@@ -48,15 +48,18 @@ class ModuleVariable(Variable):
         name = self.source.name() if self.source is not None else "?"
         return f"the module {name} ({type(self.module).__name__})"
 
-    def _child_source(self, name: str) -> Source:
+    def _child_source(self, name: str, table: str | None = None) -> Source:
+        """The source of attribute `name`; `table` names the module table holding it."""
         if self.source is None:
             raise Unsupported(f"a module ({type(self.module).__name__}) without an attribute path")
+        if table is not None:
+            return ModuleEntrySource(self.source, table, name)
         return AttrSource(self.source, name)
 
     def child(self, frame: Frame, name: str) -> ModuleVariable:
         from ember.capture.variables.builder import wrap
 
-        variable = wrap(frame, self.module._modules[name], self._child_source(name))
+        variable = wrap(frame, self.module._modules[name], self._child_source(name, "_modules"))
         assert isinstance(variable, ModuleVariable)
         return variable
 
@@ -80,7 +83,7 @@ class ModuleVariable(Variable):
             if name in entries:
                 if entries[name] is None:
                     return ConstantVariable(None)
-                return wrap(frame, entries[name], self._child_source(name))
+                return wrap(frame, entries[name], self._child_source(name, table))
         if name in module.__dict__:
             return wrap(frame, module.__dict__[name], self._child_source(name))
         if isinstance(module, nn.ModuleDict) and name in ("keys", "values", "items"):
@@ -205,13 +208,13 @@ def _state_swapped(frame: Frame, owner: ModuleVariable) -> Iterator[None]:
     for submodule_name, submodule in module.named_modules(remove_duplicate=False):
         base: Source | None = owner.source
         for part in submodule_name.split(".") if submodule_name else ():
-            base = AttrSource(base, part) if base is not None else None
+            base = ModuleEntrySource(base, "_modules", part) if base is not None else None
         for table_name in ("_parameters", "_buffers"):
             table = submodule.__dict__[table_name]
             for name, tensor in table.items():
                 if tensor is None or base is None:
                     continue
-                traced = wrap(frame, tensor, AttrSource(base, name)).realize()
+                traced = wrap(frame, tensor, ModuleEntrySource(base, table_name, name)).realize()
                 swapped.append((table, name, tensor))
                 table[name] = traced
     try:
