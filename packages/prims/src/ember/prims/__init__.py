@@ -4,6 +4,7 @@ The Graph and its specs, the tracer (`trace`), symbolic sizes, the interpreter (
 serialization (`dumps`/`loads`/`save`/`load`), printing and verification.
 """
 
+from ember.prims.atomic_file import write_atomically
 from ember.prims.autocast import autocast_disabled, autocast_enabled
 from ember.prims.boundary import cross_boundary
 from ember.prims.decompositions import (
@@ -94,4 +95,5 @@ __all__ = [
     "tree_flatten",
     "tree_unflatten",
     "verify",
+    "write_atomically",
 ]

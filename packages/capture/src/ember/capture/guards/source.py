@@ -128,9 +128,7 @@ class ModuleEntrySource(Source):
         return f"{base}.{self.table}[{self.key!r}]"
 
     def name(self) -> str:
-        if self.key.isidentifier():
-            return f"{self.base.name()}.{self.key}"
-        return f"{self.base.name()}[{self.key}]"
+        return AttrSource(self.base, self.key).name()  # as the user's code spells it
 
     def emit(self, load_locals: list[Instr], globals_dict: dict[str, Any]) -> list[Instr]:
         arg: Any = (False, self.table) if sys.version_info >= (3, 12) else self.table

@@ -143,9 +143,13 @@ class LoweringContext:
             plan_split(ranges, reduction_ranges, reduction_type) if self.split_reductions else None
         )
         if split is not None:
-            return self._split_reduction(
-                split, fn, ranges, reduction_ranges, reduction_type, dtype, origins, sources
-            )
+            self.split_reductions = False  # the two halves are reductions of their own
+            try:
+                return self._split_reduction(
+                    split, fn, ranges, reduction_type, dtype, (origins, sources)
+                )
+            finally:
+                self.split_reductions = True
         layout = Layout.contiguous(dtype, tuple(ranges))
         storage = self.new_buffer(layout)
         xs = [index_var("x", i) for i in range(len(ranges))]
@@ -174,12 +178,14 @@ class LoweringContext:
         split: Split,
         fn: body.Loader,
         ranges: Sequence[Expr],
-        reduction_ranges: Sequence[Expr],
         reduction_type: str,
         dtype: torch.dtype,
-        origins: tuple[str, ...],
-        sources: tuple[str, ...],
+        provenance: tuple[tuple[str, ...], tuple[str, ...]],
     ) -> StorageView:
+        """`fn` reduced as `split` says: partials over `split.inner` for each output and
+        `split.outer` index, then the partials reduced over `split.outer`. `provenance`:
+        the reduction's (origins, sources)."""
+        origins, sources = provenance
         kept = len(ranges)
         extra = len(split.outer)
         # partials in float32 at least: a bf16 sum of 12 544 elements would round each step
@@ -191,26 +197,16 @@ class LoweringContext:
             value = fn([*index[:kept], *split.index(outer, inner)])
             return body.to_dtype(value, partial_dtype)
 
-        self.split_reductions = False
-        try:
-            partials = self.reduction(
-                partial, [*ranges, *split.outer], split.inner, reduction_type,
-                partial_dtype, origins, sources,
-            )  # fmt: skip
-        finally:
-            self.split_reductions = True
+        partials = self.reduction(
+            partial, [*ranges, *split.outer], split.inner, reduction_type, partial_dtype,
+            origins, sources,
+        )  # fmt: skip
         load = partials.loader()
 
         def combine(index: body.Index) -> body.BodyValue:
             return body.to_dtype(load(index), dtype)
 
-        self.split_reductions = False
-        try:
-            return self.reduction(
-                combine, ranges, split.outer, reduction_type, dtype, origins, sources
-            )
-        finally:
-            self.split_reductions = True
+        return self.reduction(combine, ranges, split.outer, reduction_type, dtype, origins, sources)
 
     # ---- writes ------------------------------------------------------------------------------
 

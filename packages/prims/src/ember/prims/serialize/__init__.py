@@ -8,9 +8,9 @@ and any malformed input raises GraphFormatError naming what is wrong and where.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
+from ember.prims.atomic_file import write_atomically
 from ember.prims.errors import GraphFormatError, GraphVerificationError
 from ember.prims.graph import Graph
 from ember.prims.serialize.container import FORMAT_VERSION, MAGIC, frame, parse_document, unframe
@@ -74,22 +74,7 @@ def _verify(graph: Graph) -> None:
 
 def save(graph: Graph, path: str | os.PathLike[str]) -> None:
     """Write `graph` to `path` atomically (a temporary file in the same folder, then rename)."""
-    data = dumps(graph)
-    target = Path(path)
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
-    try:
-        # mkstemp makes the file private; give it the mode the file it replaces had.
-        os.chmod(temporary, target.stat().st_mode & 0o7777 if target.exists() else 0o644)
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(path, dumps(graph))
 
 
 def load(path: str | os.PathLike[str]) -> Graph:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from ember.runtime.cache.atomic_file import write_atomically
+from ember.prims import write_atomically
 from ember.runtime.cache.store import ArtifactCache
 
 _loaded: dict[str, ctypes.CDLL] = {}

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-from ember.runtime.cache.atomic_file import write_atomically
+from ember.prims import write_atomically
 from ember.runtime.cache.store import ArtifactCache
 from ember.runtime.errors import TritonUnavailableError
 from ember.runtime.triton.variant import import_source_file, module_name
