@@ -320,3 +320,44 @@ def test_what_a_break_raises_reaches_the_users_handlers() -> None:
         ember_compile(toy_example, backend=CompileCounter())(torch.ones(2), torch.ones(2)),
         toy_example(torch.ones(2), torch.ones(2)),
     )
+
+
+class _ReadsParameterDtype(nn.Module):
+    """LayoutLM's pattern: `mask.to(dtype=self.dtype)`, where `self.dtype` breaks the graph
+    while `mask.to` (a method of a tensor the graph computed) waits on the stack."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        mask = torch.ones(ids.shape).unsqueeze(1)
+        mask = mask.to(dtype=self.dtype)
+        return (1.0 - mask) * 3
+
+
+def test_a_tensor_method_kept_across_a_break_is_the_computed_tensors() -> None:
+    """A tensor's bound method rebuilt after a break must belong to the tensor the graph
+    computed: the tracing tensor's own method handed that memory-less tensor to the resumed
+    code (its kernels then read a bad pointer: a segfault on CPU, an illegal memory access on
+    CUDA)."""
+    seen: list[torch.Tensor] = []
+
+    def backend(graph: Any, example_inputs: list[Any]) -> Callable[..., Any]:
+        run = CompileCounter()(graph, example_inputs)
+
+        def call(*inputs: Any) -> Any:
+            seen.extend(i for i in inputs if isinstance(i, torch.Tensor))
+            return run(*inputs)
+
+        return call
+
+    module = _ReadsParameterDtype()
+    ids = torch.zeros(2, 3, dtype=torch.long)
+    result = ember_compile(module, backend=backend)(ids)
+    torch.testing.assert_close(result, module(ids))
+    assert seen and all(type(t) is torch.Tensor for t in seen)

@@ -39,7 +39,11 @@ from ember.capture.variables.functions import (
 from ember.capture.variables.modules import ModuleVariable
 from ember.capture.variables.objects import OpaqueMethodVariable
 from ember.capture.variables.superclass import SuperVariable
-from ember.capture.variables.tensor import DataMethodVariable, TensorVariable
+from ember.capture.variables.tensor import (
+    DataMethodVariable,
+    TensorMethodVariable,
+    TensorVariable,
+)
 from ember.capture.variables.torch import (
     GradModeClassVariable,
     GradModeExitVariable,
@@ -82,6 +86,7 @@ class Reconstructor:
         self.compile_callee = compile_callee
         self._output_index: dict[int, int] = {}
         self._shared: dict[int, str] = {}
+        self._shared_builds: dict[str, tuple[OutputPlan, ...]] = {}
 
     def plan(self, value: Variable) -> OutputPlan:
         """How generated code rebuilds `value`."""
@@ -95,9 +100,11 @@ class Reconstructor:
         if mutable and value.source is None:
             name = self._shared.get(id(value))
             if name is not None:
-                return OutputPlan("temp", name)
+                return OutputPlan("temp", name, self._shared_builds.get(name, ()))
             name = self._shared[id(value)] = f"__ember_shared{len(self._shared)}"
-            return OutputPlan("store", name, (self._build(value),))
+            build = (self._build(value),)
+            self._shared_builds[name] = build
+            return OutputPlan("store", name, build)
         return self._build(value)
 
     def callee(self, value: Variable) -> OutputPlan:
@@ -279,6 +286,11 @@ def _data_method(r: Reconstructor, value: DataMethodVariable) -> OutputPlan:
     return OutputPlan("call", getattr, (r.plan(value.owner), OutputPlan("constant", value.name)))
 
 
+def _tensor_method(r: Reconstructor, value: TensorMethodVariable) -> OutputPlan:
+    parts = (r.plan(value.owner), OutputPlan("constant", value.attribute))
+    return OutputPlan("call", getattr, parts)
+
+
 def _grad_mode_exit(r: Reconstructor, value: GradModeExitVariable) -> OutputPlan:
     previous = value.manager.previous
     return OutputPlan("call", restore_grad_mode, (OutputPlan("constant", previous),))
@@ -336,6 +348,7 @@ _BUILDERS: dict[type, Builder] = {
     ModuleVariable: _module,
     PartialVariable: _partial,
     DataMethodVariable: _data_method,
+    TensorMethodVariable: _tensor_method,
     GradModeExitVariable: _grad_mode_exit,
     AutocastExitVariable: _autocast_exit,
     ExceptionVariable: _exception,

@@ -14,6 +14,7 @@ import torch
 from ember.capture.guards.source import Source
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables.base import Variable
+from ember.capture.variables.torch import TorchFunctionVariable
 from ember.prims import TracerTensor
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class TensorVariable(Variable):
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         from ember.capture.variables.builder import wrap_result
-        from ember.capture.variables.torch import TorchFunctionVariable, call_traced
+        from ember.capture.variables.torch import call_traced
 
         if name in _DATA_DEPENDENT:
             return DataMethodVariable(self, name)
@@ -65,7 +66,7 @@ class TensorVariable(Variable):
             raise Unsupported(f"reading tensor.{name}")
         attribute = call_traced(frame, lambda: getattr(self.tensor, name))
         if callable(attribute) and not isinstance(attribute, torch.Tensor):
-            return TorchFunctionVariable(attribute, name=f"Tensor.{name}")
+            return TensorMethodVariable(self, name, attribute)
         return wrap_result(frame, attribute)
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
@@ -81,6 +82,18 @@ class TensorVariable(Variable):
 
     def truth(self, frame: Frame) -> bool:
         raise Unsupported.of("tensor-branch")
+
+
+class TensorMethodVariable(TorchFunctionVariable):
+    """A tensor's method read as a value (`e.to`): calls are traced on the tracing tensor; kept
+    across a graph break it is rebuilt as the method of the tensor the graph computed (the
+    tracing tensor's own bound method would hand that tensor, which has no memory, to the
+    resumed code)."""
+
+    def __init__(self, owner: TensorVariable, attribute: str, method: Any) -> None:
+        super().__init__(method, name=f"Tensor.{attribute}")
+        self.owner = owner
+        self.attribute = attribute
 
 
 class DataMethodVariable(Variable):
