@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import types
 import warnings
 import weakref
@@ -21,7 +22,7 @@ from torch import nn
 from ember.capture import explain, logs
 from ember.capture.backends.registry import Backend, lookup_backend
 from ember.capture.bytecode.frame import decode
-from ember.capture.cache import CACHE, CodeEntries, RecompileLimitWarning
+from ember.capture.cache import CACHE, CacheEntry, CodeEntries, RecompileLimitWarning
 from ember.capture.codegen import dispatcher_function
 from ember.capture.translate import FUNCTION_KEY, CaptureOptions, capture_call
 from ember.capture.variables.functions import DISABLED_CODES
@@ -59,17 +60,31 @@ class CompiledFunction:
         self.recompile_reasons: list[str] = []
         self.eager_fallbacks = 0
         self.table = CACHE.table(self.code)
+        self._capturing = threading.RLock()
 
     def dispatch(self, arguments: dict[str, Any]) -> Any:
         arguments[FUNCTION_KEY] = self.fn
-        table = self.table
-        for entry in table.entries:
+        entry = self._lookup(arguments)
+        if entry is None:
+            with self._capturing:  # threads that miss together capture in turn and share it
+                entry = self._lookup(arguments) or self._capture(arguments)
+        if entry is None:
+            return self._run_eagerly(self.table, arguments)
+        return entry.entry(arguments)
+
+    def _lookup(self, arguments: dict[str, Any]) -> CacheEntry | None:
+        for entry in self.table.entries:
             if entry.check.check(arguments, self.globals):
-                return entry.entry(arguments)
+                return entry
+        return None
+
+    def _capture(self, arguments: dict[str, Any]) -> CacheEntry | None:
+        """A new entry for `arguments`, or None past the cache-size limit."""
+        table = self.table
         if table.entries:
-            reason = table.entries[-1].check.failure(arguments, self.globals)
             if len(table.entries) >= CACHE.limit:
-                return self._run_eagerly(table, arguments, reason)
+                return None
+            reason = table.entries[-1].check.failure(arguments, self.globals)
             self.recompile_reasons.append(reason)
             logs.recompiles.info(
                 "Recompiling %s (%s): %s", self.fn.__qualname__, self._where(), reason
@@ -78,7 +93,7 @@ class CompiledFunction:
         self.captures += 1
         table.entries.append(entry)
         explain.record(entry)
-        return entry.entry(arguments)
+        return entry
 
     def compile_related(self, fn: types.FunctionType) -> Any:
         """A resume function or a callee, compiled with this function's backend."""
@@ -90,8 +105,9 @@ class CompiledFunction:
             self.family[fn] = known
         return known
 
-    def _run_eagerly(self, table: CodeEntries, arguments: dict[str, Any], reason: str) -> Any:
+    def _run_eagerly(self, table: CodeEntries, arguments: dict[str, Any]) -> Any:
         if not table.warned:
+            reason = table.entries[-1].check.failure(arguments, self.globals)
             table.warned = True
             warnings.warn(
                 f"ember.compile: {self.fn.__qualname__} ({self._where()}) was recompiled "

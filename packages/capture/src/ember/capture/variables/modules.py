@@ -9,8 +9,6 @@ it on tracing tensors, with its parameters and buffers swapped for their Graph i
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
@@ -157,8 +155,8 @@ class ModuleVariable(Variable):
         if _is_torch_leaf(module):
             real_args = [arg.realize() for arg in args]
             real_kwargs = {key: arg.realize() for key, arg in kwargs.items()}
-            with _state_swapped(frame, self):
-                result = call_traced(frame, lambda: forward(module, *real_args, **real_kwargs))
+            rebound = _rebound(frame, self)
+            result = call_traced(frame, lambda: forward(rebound, *real_args, **real_kwargs))
             return wrap_result(frame, result)
         if not inspect.isfunction(forward):
             raise Unsupported(f"calling {self.describe()}, whose forward is not a Python function")
@@ -198,27 +196,35 @@ def _check_no_hooks(module: nn.Module, described: str) -> None:
         raise Unsupported("calling a module while global module hooks are registered")
 
 
-@contextmanager
-def _state_swapped(frame: Frame, owner: ModuleVariable) -> Iterator[None]:
-    """Replace a torch.nn module's parameters and buffers by their Graph inputs."""
+def _rebound(frame: Frame, owner: ModuleVariable) -> nn.Module:
+    """A shallow copy of a torch.nn module (and of its submodules) whose parameters and buffers
+    are their Graph inputs. The module itself never changes: other threads calling it, eagerly
+    or compiled, keep seeing its real tensors while this one captures."""
     from ember.capture.variables.builder import wrap
 
-    module = owner.module
-    swapped: list[tuple[dict[str, Any], str, Any]] = []
-    for submodule_name, submodule in module.named_modules(remove_duplicate=False):
-        base: Source | None = owner.source
-        for part in submodule_name.split(".") if submodule_name else ():
-            base = ModuleEntrySource(base, "_modules", part) if base is not None else None
+    copies: dict[int, nn.Module] = {}
+
+    def rebind(module: nn.Module, base: Source | None) -> nn.Module:
+        if id(module) in copies:  # a submodule shared under two names stays shared
+            return copies[id(module)]
+        copy = object.__new__(type(module))
+        copies[id(module)] = copy
+        copy.__dict__.update(module.__dict__)
         for table_name in ("_parameters", "_buffers"):
-            table = submodule.__dict__[table_name]
+            table = dict(module.__dict__[table_name])
             for name, tensor in table.items():
-                if tensor is None or base is None:
-                    continue
-                traced = wrap(frame, tensor, ModuleEntrySource(base, table_name, name)).realize()
-                swapped.append((table, name, tensor))
-                table[name] = traced
-    try:
-        yield
-    finally:
-        for table, name, tensor in reversed(swapped):
-            table[name] = tensor
+                if tensor is not None and base is not None:
+                    source = ModuleEntrySource(base, table_name, name)
+                    table[name] = wrap(frame, tensor, source).realize()
+            copy.__dict__[table_name] = table
+        copy.__dict__["_modules"] = {
+            name: None
+            if child is None
+            else rebind(
+                child, ModuleEntrySource(base, "_modules", name) if base is not None else None
+            )
+            for name, child in module.__dict__["_modules"].items()
+        }
+        return copy
+
+    return rebind(owner.module, owner.source)
