@@ -74,6 +74,22 @@ def global_write_across_break(x):
     return x
 
 
+def write_returned_dict(box, x):
+    # The dict is planned first for the write and then for the return value, but the return
+    # value is rebuilt first: it must still be built once, where first used.
+    collected = {"sum": x + 1}
+    box.value = collected
+    return collected
+
+
+def write_kept_dict_across_break(box, x):
+    collected = {"sum": x + 1}
+    box.value = collected
+    print("break")
+    box.value = None
+    return collected["sum"] * 2
+
+
 def attribute_write(box, x):
     box.value = x * 2
     return x + 1
@@ -244,6 +260,8 @@ CASES = cases(
         reset=_reset,
     ),
     Case(attribute_write, lambda: (Box(), randn(2))),
+    Case(write_returned_dict, lambda: (Box(), randn(2))),
+    Case(write_kept_dict_across_break, lambda: (Box(), randn(2)), graphs=2, breaks=1),
     Case(attribute_write_constant, lambda: (Box(), randn(2)), graphs=0),
     Case(attribute_write_order, lambda: (Box(), randn(2))),
     Case(nested_attribute_write, lambda: (Holder(), randn(2))),

@@ -110,25 +110,31 @@ def entry_function(
     """`def entry(L): outs = compiled(*<inputs>); <effects>; return <output rebuilt>`, or,
     after a break, `...; <instruction>; return resume(*<stack>, *<locals>)`."""
     load_locals = [Instr("LOAD_FAST", "L")]
+    stored: set[str] = set()  # shared temporaries built so far, in emission order
     body: list[Instr | Label | TryBegin | TryEnd] = [Instr("RESUME", 0)]
     for step in prologue or ():
-        body += _emit_effect(step, load_locals, globals_dict)
+        body += _emit_effect(step, load_locals, globals_dict, stored)
     if compiled is not None:
         body += [Instr("PUSH_NULL"), load_const(compiled)]
         for source in inputs:
             body += source.emit(load_locals, globals_dict)
         body += [*call_instructions(len(inputs)), Instr("STORE_FAST", OUTPUTS)]
+
     # Values are rebuilt before the side effects replay: a source read afterwards could see
     # a list the replay has just rewritten.
-    replay: list[Instr] = []
-    for effect in effects or ():
-        replay += _emit_effect(effect, load_locals, globals_dict)
+    # Emitted in the order the instructions run, so a shared value is built at its first use.
+    def replay() -> list[Instr]:
+        code: list[Instr] = []
+        for effect in effects or ():
+            code += _emit_effect(effect, load_locals, globals_dict, stored)
+        return code
+
     if continuation is not None:
-        body += _emit_continuation(continuation, load_locals, globals_dict, replay)
+        body += _emit_continuation(continuation, load_locals, globals_dict, replay, stored)
     else:
         assert output is not None
-        body += _emit_output(output, load_locals, globals_dict)
-        body += [Instr("STORE_FAST", RESULT), *replay, Instr("LOAD_FAST", RESULT)]
+        body += _emit_output(output, load_locals, globals_dict, stored)
+        body += [Instr("STORE_FAST", RESULT), *replay(), Instr("LOAD_FAST", RESULT)]
         body.append(Instr("RETURN_VALUE"))
     bytecode = Bytecode(body)
     bytecode.argnames = ["L"]
@@ -142,11 +148,14 @@ def entry_function(
 
 
 def _emit_effect(
-    effect: SideEffectPlan, load_locals: list[Instr], globals_dict: dict[str, Any]
+    effect: SideEffectPlan,
+    load_locals: list[Instr],
+    globals_dict: dict[str, Any],
+    stored: set[str],
 ) -> list[Instr]:
-    value = _emit_output(effect.value, load_locals, globals_dict)
+    value = _emit_output(effect.value, load_locals, globals_dict, stored)
     if effect.kind == "attr":
-        target = _emit_output(effect.target, load_locals, globals_dict)
+        target = _emit_output(effect.target, load_locals, globals_dict, stored)
         return [*value, *target, Instr("STORE_ATTR", effect.name)]
     if effect.kind == "global":
         return [
@@ -162,7 +171,8 @@ def _emit_continuation(
     plan: Continuation,
     load_locals: list[Instr],
     globals_dict: dict[str, Any],
-    replay: list[Instr],
+    replay: Callable[[], list[Instr]],
+    stored: set[str],
 ) -> list[Instr | Label | TryBegin | TryEnd]:
     import torch
 
@@ -179,21 +189,21 @@ def _emit_continuation(
     for index, item in enumerate(plan.stack[:split]):
         if item.kind == "null":
             continue
-        out += _emit_output(item, load_locals, globals_dict)
+        out += _emit_output(item, load_locals, globals_dict, stored)
         kept.append(f"__ember_stack{index}")
         kept_positions.append(index)
         out.append(Instr("STORE_FAST", kept[-1]))
     local_names = []
     for index, item in enumerate(plan.locals):
-        out += _emit_output(item, load_locals, globals_dict)
+        out += _emit_output(item, load_locals, globals_dict, stored)
         local_names.append(f"__ember_local{index}")
         out.append(Instr("STORE_FAST", local_names[-1]))
-    out += replay  # the side effects happen before the instruction
+    out += replay()  # the side effects happen before the instruction
     try_begin = TryBegin(Label(), False) if plan.catch is not None else None
     if try_begin is not None:
         out.append(try_begin)
     for item in plan.stack[split:]:
-        out += _emit_output(item, load_locals, globals_dict)
+        out += _emit_output(item, load_locals, globals_dict, stored)
 
     def resume_call(resume: Callable[..., Any], produced: bool) -> list[Instr]:
         code = [Instr("PUSH_NULL"), load_const(resume)]
@@ -248,7 +258,7 @@ CAUGHT = "__ember_caught"
 
 
 def _emit_output(
-    plan: OutputPlan, load_locals: list[Instr], globals_dict: dict[str, Any]
+    plan: OutputPlan, load_locals: list[Instr], globals_dict: dict[str, Any], stored: set[str]
 ) -> list[Instr]:
     if plan.kind == "graph":
         return [
@@ -262,13 +272,17 @@ def _emit_output(
         return [load_const(plan.value)]
     if plan.kind == "null":
         return [Instr("PUSH_NULL")]
-    if plan.kind == "temp":
-        return [Instr("LOAD_FAST", plan.value)]
-    if plan.kind == "store":
-        inner = _emit_output(plan.children[0], load_locals, globals_dict)
+    if plan.kind in ("temp", "store"):
+        # A shared value is built where the generated code first needs it, which need not be
+        # where it was first planned (side effects are planned before the return value but
+        # replayed after it); later uses load the temporary.
+        if plan.value in stored or not plan.children:
+            return [Instr("LOAD_FAST", plan.value)]
+        stored.add(plan.value)
+        inner = _emit_output(plan.children[0], load_locals, globals_dict, stored)
         return [*inner, Instr("COPY", 1), Instr("STORE_FAST", plan.value)]
     children = [
-        i for child in plan.children for i in _emit_output(child, load_locals, globals_dict)
+        i for child in plan.children for i in _emit_output(child, load_locals, globals_dict, stored)
     ]
     if plan.kind == "tuple":
         return [*children, Instr("BUILD_TUPLE", len(plan.children))]

@@ -53,6 +53,11 @@ QUERIES: dict[Any, Callable[[], Any]] = {
     torch.is_grad_enabled: torch.is_grad_enabled,
     torch.jit.is_scripting: lambda: False,
     torch.jit.is_tracing: lambda: False,
+    # As under torch.compile: library code that asks takes its compiler-friendly path
+    # (transformers skips its ContextVar and data-dependent mask checks).
+    torch.compiler.is_compiling: lambda: True,
+    torch.compiler.is_dynamo_compiling: lambda: True,
+    torch.compiler.is_exporting: lambda: False,
     torch.cuda.is_available: torch.cuda.is_available,
     torch.cuda.is_current_stream_capturing: _stream_capturing(torch.cuda),
 }
