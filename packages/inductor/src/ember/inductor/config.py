@@ -30,3 +30,11 @@ class InductorConfig:
         'keep the fastest (cached on disk); `ember.compile(mode="max-autotune")` turns it on.',
         cache_key=False,
     )
+    reuse_buffers: bool = setting(
+        True,
+        env="EMBER_INDUCTOR_REUSE_BUFFERS",
+        help="Place a new buffer in the memory of a dead one of the same dtype and span, or in "
+        "place of a buffer its pointwise kernel reads for the last time (fewer allocations, "
+        "lower peak memory); off allocates every buffer fresh.",
+        cache_key=True,
+    )

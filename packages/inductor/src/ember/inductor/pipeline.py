@@ -1,7 +1,7 @@
 """The inductor pipeline: one function of named passes from a Graph to a `CompiledGraph`.
 
     decompose → eliminate_common_subexpressions → eliminate_dead_code → lower → schedule
-    → generate → load
+    → generate → plan_memory → load
 
 The pass names are the names used in logs. A compiled graph (wrapper and module source) is
 cached under a key of the serialized Graph, the config and the versions; its shared library
@@ -44,6 +44,7 @@ from ember.inductor.lowering.graph_lowering import lower_graph
 from ember.inductor.passes.common_subexpressions import eliminate_common_subexpressions
 from ember.inductor.passes.dead_code import eliminate_dead_code
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode, schedule
+from ember.inductor.scheduler.memory_planning import plan_memory
 from ember.prims import Graph, Ref, TensorSpec, resolve_op
 from ember.prims.config import cache_key, load
 from ember.prims.decompositions import PRIM_DECOMPOSITIONS, decompose
@@ -161,12 +162,31 @@ def generate(
     sources: dict[str, KernelSource] = timed("generate", _generate, scheduled, program, backend)
     module = backend.module(list(sources.values()))
     device = device or graph_device(graph)
+    plan = timed("plan_memory", plan_memory, program, scheduled, sources, config.reuse_buffers)
     wrapper = generate_wrapper(
-        program, scheduled, sources, backend, device, _host_inputs(graph, device)
+        program,
+        scheduled,
+        sources,
+        backend,
+        device,
+        _host_inputs(graph, device),
+        plan=plan,
     )
     logger.debug("inductor passes (ms): %s", {k: round(v, 1) for k, v in timings.items()})
     targets = sorted({item.target for item in scheduled if isinstance(item, ExternNode)})
-    return {"wrapper": wrapper, "module": module, "targets": targets, "kernels": len(sources)}
+    memory = {
+        "fresh_allocations": plan.fresh_allocations,
+        "reused": plan.reused,
+        "in_place": plan.in_place,
+        "planned_peak_bytes": plan.planned_peak_bytes,
+    }
+    return {
+        "wrapper": wrapper,
+        "module": module,
+        "targets": targets,
+        "kernels": len(sources),
+        "memory": memory,
+    }
 
 
 def _output_specs(graph: Graph) -> list[TensorSpec | None]:

@@ -1,9 +1,10 @@
 """The Python wrapper: the function that runs a compiled graph.
 
-It binds inputs and size symbols, allocates buffers (`empty_strided`), calls each kernel with
-its storages' pointers, calls extern ops with strided views, frees each buffer after its last
-use, and returns the outputs as views of the storages they live in (so an output that aliases
-an input aliases it here too). Its source is plain text: it is cached, and printed under
+It binds inputs and size symbols, allocates buffers (`empty_strided`, or a view of dead
+memory: `scheduler/memory_planning.py`), calls each kernel with its storages' pointers, calls
+extern ops with strided views, frees each buffer after its last use, and returns the outputs
+as views of the storages they live in (so an output that aliases an input aliases it here
+too). Its source is plain text: it is cached, and printed under
 `EMBER_LOGS=output_code`.
 """
 
@@ -21,6 +22,7 @@ from ember.inductor.codegen.cpp.printer import python_index
 from ember.inductor.ir.program import ExternNode, Program, TensorArg
 from ember.inductor.ir.tensors import Layout
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode
+from ember.inductor.scheduler.memory_planning import Allocation, MemoryPlan, plan_memory
 
 
 def generate_wrapper(
@@ -30,10 +32,13 @@ def generate_wrapper(
     backend: CodegenBackend,
     device: torch.device | None = None,
     host_inputs: Sequence[int] = (),
+    *,
+    plan: MemoryPlan | None = None,
 ) -> str:
     """The wrapper's source. Buffers are allocated on `device`; the inputs at positions
     `host_inputs` are CPU tensors of a graph computing on another device (scalars and
-    index tensors eager lets mix with GPU tensors): they are copied there first."""
+    index tensors eager lets mix with GPU tensors): they are copied there first. Buffers
+    follow `plan` (by default `plan_memory`'s: dead memory reused, released after last use)."""
     device = device or torch.device("cpu")
     lines = [f"DEVICE = torch.device({str(device)!r})", "", "", "def call(args):"]
     emit = lines.append
@@ -44,33 +49,21 @@ def generate_wrapper(
         emit(f"    {inputs[position]} = {inputs[position]}.to(DEVICE, non_blocking=True)")
     for symbol, (position, dim) in program.size_symbols.items():
         emit(f"    {symbol} = {inputs[position]}.shape[{dim}]")
-    local: set[str] = set()
-    for item in scheduled:
-        if isinstance(item, Kernel):
-            local |= item.local_buffers
-    last_use = _last_uses(program, scheduled)
-    allocated: set[str] = set()
+    plan = plan or plan_memory(program, scheduled, sources)
     for position, item in enumerate(scheduled):
+        for allocation in plan.allocations.get(position, ()):
+            emit(f"    {_allocate(allocation, program)}")
+            if allocation.reuses is not None and not allocation.in_place:
+                emit(f"    del {allocation.reuses}")
         if isinstance(item, Kernel):
             source = sources[item.name]
-            for argument in source.arguments:
-                name = argument.name
-                if argument.kind != "pointer" or name in allocated or name in inputs:
-                    continue
-                layout = program.storages[name].layout
-                if layout is not None and name not in local:
-                    emit(
-                        f"    {name} = empty_strided({_shape(layout.size)}, {_shape(layout.stride)}, dtype={layout.dtype}, device=DEVICE)"
-                    )
-                    allocated.add(name)
             call_args = [*source.grid] + [
                 backend.pointer(a.name) if a.kind == "pointer" else a.name for a in source.arguments
             ]
             emit(f"    kernels[{item.name!r}]({', '.join(call_args)})")
         else:
             _extern(emit, item, program)
-            allocated.update(o for o in item.outputs if o is not None)
-        dead = sorted(n for n, last in last_use.items() if last == position and n in allocated)
+        dead = plan.releases.get(position)
         if dead:
             emit(f"    del {', '.join(dead)}")
     results = [_output(arg, program) for arg in program.outputs]
@@ -81,24 +74,20 @@ def generate_wrapper(
     return "\n".join(lines) + "\n"
 
 
-def _last_uses(program: Program, scheduled: Sequence[ScheduledNode]) -> dict[str, int]:
-    kept = {arg.storage for arg in program.outputs if isinstance(arg, TensorArg)}
-    last: dict[str, int] = {}
-    for position, item in enumerate(scheduled):
-        if isinstance(item, Kernel):
-            used = {m.node.storage for m in item.members}
-            for member in item.members:
-                used |= {str(load.args[0]) for load in member.loads()}
-        else:
-            used = item.reads() | item.writes()
-        for name in used:
-            if name not in kept and not program.storages[name].is_input:
-                last[name] = position
-    return last
-
-
 def _shape(sizes: Sequence[Any]) -> str:
     return "(" + "".join(f"{python_index(s)}, " for s in sizes) + ")"
+
+
+def _allocate(allocation: Allocation, program: Program) -> str:
+    """The line that creates a buffer: fresh, or a view of the dead storage it reuses."""
+    layout = allocation.layout
+    size, stride = _shape(layout.size), _shape(layout.stride)
+    name, donor = allocation.name, allocation.reuses
+    if donor is None:
+        return f"{name} = empty_strided({size}, {stride}, dtype={layout.dtype}, device=DEVICE)"
+    kind = "in place" if allocation.in_place else "reuse"
+    offset = "0" if program.storages[donor].layout is not None else f"{donor}.storage_offset()"
+    return f"{name} = as_strided({donor}, {size}, {stride}, {offset})  # {kind} {donor}"
 
 
 def _view(arg: TensorArg, program: Program) -> str:
@@ -164,6 +153,7 @@ def _extern(emit: Any, node: ExternNode, program: Program) -> None:
             continue
         size, stride = _shape(declared.size), _shape(declared.stride)
         emit(f"    {storage} = restride(result[{position}], {size}, {stride})")
+    emit("    del result")  # each output's lifetime is its own name's
 
 
 def _output(arg: object, program: Program) -> str:
