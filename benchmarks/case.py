@@ -4,7 +4,9 @@ The float64 reference is computed once per model and mode (a `Reference`, shared
 dtypes) and eager's own first-step values once per dtype (a `Setup`, shared by every backend
 of that group). A backend's first step is both its cold compile and its accuracy sample; then
 it warms up, is timed, has its peak memory taken, and (optionally) is compiled again after a
-reset to time a warm compile. `hold` (the measurement lock) is held around the reference and
+reset to time a warm compile. A training case of a model with dropout or stochastic depth
+takes its accuracy sample with them off, then compiles the model with them on, compares
+its dropout statistics with eager's (benchmarks/dropout.py) and is timed that way. `hold` (the measurement lock) is held around the reference and
 eager values, eager's first call, and warm-up, timing and memory; never around a compile.
 """
 
@@ -21,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from benchmarks import memory
+from benchmarks import dropout, memory
 from benchmarks.accuracy import compare
 from benchmarks.backends import Backend
 from benchmarks.models import Workload, build_workload, spec
@@ -56,6 +58,7 @@ class Reference:
     key: tuple[str, str, str, str]  # model, size, mode, device
     workload: Workload  # pristine, on CPU, never run
     values: dict[str, torch.Tensor]  # float64, on the device
+    regularized: Workload | None = None  # training with dropout on, same weights; pristine
 
 
 @dataclass
@@ -67,6 +70,8 @@ class Setup:
     reference: dict[str, torch.Tensor]  # float64, on the device
     eager: dict[str, torch.Tensor]  # eager at the case dtype, on the device
     baseline: dict[str, float] = field(default_factory=dict)  # eager median_s, peak bytes
+    regularized: Workload | None = None  # as Reference.regularized
+    eager_dropout: dropout.Statistics | None = None  # eager's steps with dropout on
 
 
 def _on(device: torch.device, tensors: tuple[torch.Tensor, ...], double: bool = False) -> tuple:
@@ -111,7 +116,13 @@ def prepare_reference(
     model: str, size: str, mode: str, device: torch.device, hold: Hold = contextlib.nullcontext
 ) -> Reference:
     """Builds the pristine workload and computes its float64 first-step values."""
-    workload = build_workload(spec(model), size, mode)
+    entry = spec(model)
+    workload = build_workload(entry, size, mode)
+    regularized = (
+        build_workload(entry, size, mode, dropout=True)
+        if mode == "training" and entry.dropout
+        else None
+    )
     with hold():  # device work: it must not overlap another worker's measurement
         reference_module = copy.deepcopy(workload.module).to(device).double()
         reference_inputs = _on(device, workload.inputs, double=True)
@@ -120,7 +131,7 @@ def prepare_reference(
         )
         del reference_module, reference_inputs
         memory.release(device)
-    return Reference((model, size, mode, str(device)), workload, values)
+    return Reference((model, size, mode, str(device)), workload, values, regularized)
 
 
 def prepare_setup(
@@ -135,8 +146,25 @@ def prepare_setup(
             eager_module, eager_module, _on(device, workload.inputs), mode, _autocast(device, dtype)
         )
         del eager_module
+        statistics = None
+        if reference.regularized is not None:
+            regularized = copy.deepcopy(reference.regularized.module).to(device)
+            statistics = dropout.sample(
+                regularized,
+                regularized,
+                _on(device, reference.regularized.inputs),
+                lambda: _autocast(device, dtype),
+            )
+            del regularized
         memory.release(device)
-    return Setup((model, size, mode, dtype, str(device)), workload, reference.values, eager)
+    return Setup(
+        (model, size, mode, dtype, str(device)),
+        workload,
+        reference.values,
+        eager,
+        regularized=reference.regularized,
+        eager_dropout=statistics,
+    )
 
 
 def _make_step(
@@ -218,6 +246,26 @@ def run_case(
         accuracy_detail=comparison.detail,
     )
     values.clear()  # so the first step's copies do not count towards this backend's peak
+
+    if setup.regularized is not None and setup.eager_dropout is not None:
+        # Dropout on from here: its statistics are checked, and it is what gets timed.
+        del run, optimizer, module
+        memory.release(device)
+        module = copy.deepcopy(setup.regularized.module).to(device)
+        inputs = _on(device, setup.regularized.inputs)
+        optimizer = torch.optim.SGD(module.parameters(), lr=LEARNING_RATE, momentum=0.9)
+        with first_hold():
+            start = time.monotonic()
+            run = backend.compile(module)
+            statistics = dropout.sample(run, module, inputs, lambda: _autocast(device, dtype))
+            synchronize(device)
+            end = time.monotonic()
+        verdict = dropout.compare_statistics(statistics, setup.eager_dropout)
+        record.update(
+            dropout_first_call_s=end - start - paused(start, end),
+            dropout_passed=verdict.passed,
+            dropout_detail=verdict.detail,
+        )
 
     step = _make_step(run, module, inputs, mode, dtype, device, optimizer)
     with hold():  # no other worker runs device work while this one times and takes memory

@@ -155,7 +155,10 @@ def failures(cases: list[dict[str, Any]]) -> list[str]:
         status = case.get("status")
         if status == "pass":
             continue
-        first_line = (case.get("error") or case.get("accuracy_detail") or "").strip().splitlines()
+        detail = case.get("accuracy_detail")
+        if case.get("error_class") == "dropout_statistics":
+            detail = case.get("dropout_detail")
+        first_line = (case.get("error") or detail or "").strip().splitlines()
         reason = first_line[0][:200] if first_line else ""
         if status in ("not_available", "skipped"):
             backends, models = folded[(status, reason)]
@@ -163,10 +166,24 @@ def failures(cases: list[dict[str, Any]]) -> list[str]:
             models.add(case["model"])
             continue
         where = f"`{case['model']}` {case['mode']} {case['dtype']} **{case['backend']}**"
-        lines.append(f"- {where}: {status}: {reason}")
+        kind = f" ({case['error_class']})" if case.get("error_class") else ""
+        lines.append(f"- {where}: {status}{kind}: {reason}")
     for (status, reason), (backends, models) in sorted(folded.items()):
         lines.append(f"- {status}: {', '.join(sorted(backends))} on {_listing(models)}: {reason}")
     return lines
+
+
+def failure_class_rows(cases: list[dict[str, Any]]) -> list[list[str]]:
+    """Per backend and mode, how many cases failed in each class (see benchmarks/failures.py)."""
+    counts: dict[tuple[str, str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for case in cases:
+        if case.get("status") in ("fail_accuracy", "error", "timeout"):
+            key = (case.get("dtype", ""), case.get("mode", ""), case.get("backend", ""))
+            counts[key][case.get("error_class") or case["status"]] += 1
+    return [
+        [dtype, mode, backend, ", ".join(f"{name} {n}" for name, n in sorted(classes.items()))]
+        for (dtype, mode, backend), classes in sorted(counts.items())
+    ]
 
 
 def _listing(names: set[str], shown: int = 6) -> str:
@@ -249,6 +266,10 @@ def render(runs: list[dict[str, Any]], cases: list[dict[str, Any]], title: str) 
         ),
         "",
         "## Not passing",
+        "",
+        _table(["dtype", "mode", "backend", "failures by class"], failure_class_rows(cases))
+        if failure_class_rows(cases)
+        else "",
         "",
         *(failures(cases) or ["- none"]),
         "",

@@ -70,6 +70,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="measurement lock file; give several runs the same one to serialize them "
         "(default: one per run)",
     )
+    parser.add_argument(
+        "--no-pause",
+        action="store_true",
+        help="a measuring worker does not pause the others: measurements still never overlap, "
+        "but other workers' compiles share the CPU with them (a correctness run of many small "
+        "models, where pausing would serialize most of the run)",
+    )
     parser.add_argument("--list", action="store_true", help="list models and backends, then exit")
     return parser.parse_args(argv)
 
@@ -151,7 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         "concurrency": {
             **plan.describe(),
             "lock": "exclusive fcntl lock around references, warm-up, timed steps and memory; "
-            "the holder pauses the other workers (SIGSTOP/SIGCONT); compile times exclude pauses",
+            + (
+                "other workers keep compiling meanwhile (--no-pause)"
+                if arguments.no_pause
+                else "the holder pauses the other workers (SIGSTOP/SIGCONT); compile times "
+                "exclude pauses"
+            ),
             "lock_file": str(lock_path),
             "omp_threads": os.environ.get("OMP_NUM_THREADS"),
         },
@@ -180,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": vars(settings),
         "backends": sorted({t["backend"] for t in tasks}),
         "lock_path": str(lock_path),
-        "pause_others": plan.jobs > 1,
+        "pause_others": plan.jobs > 1 and not arguments.no_pause,
     }
     unavailable = [t for t in tasks if _unavailable_reason(t)]
     for task in unavailable:

@@ -272,6 +272,8 @@ def run_tasks(
             slot.deadline = min(slot.deadline + waited, run_deadline)
         elif message.get("id") == task["id"] and "record" in message:
             finish(slot, message["record"])
+            if message["record"].get("worker_restart") and slot.worker is not None:
+                stop(slot)  # it exits (its CUDA context is dead): the next case gets a new one
             advance(slot)
 
     def lost(slot: _Slot) -> None:
@@ -289,9 +291,17 @@ def run_tasks(
                 record = {"status": "error", "error": f"worker did not start: {description}"}
         elif alive:
             allowed = slot.deadline - slot.sent_at - slot.waited_s
-            record = {"status": "timeout", "error": f"no result within {allowed:.0f} s"}
-        else:
-            record = {"status": "error", "error": f"{description} during this case"}
+            record = {
+                "status": "timeout",
+                "error": f"no result within {allowed:.0f} s",
+                "error_class": "timeout",
+            }
+        else:  # killed by a signal (a segfault in a kernel) or exited: a crash
+            record = {
+                "status": "error",
+                "error": f"{description} during this case",
+                "error_class": "worker_crash",
+            }
         finish(slot, record)
         advance(slot)
 

@@ -21,6 +21,7 @@ from typing import IO, Any
 import torch
 
 from benchmarks import backends as backend_registry
+from benchmarks import failures
 from benchmarks.case import (
     Reference,
     Settings,
@@ -94,7 +95,10 @@ class Worker:
                     self.lock.paused_between,
                 )
             )
-            record["status"] = "pass" if record["accuracy_passed"] else "fail_accuracy"
+            failed = failures.accuracy_class(record)
+            record["status"] = "pass" if failed is None else "fail_accuracy"
+            if failed is not None:
+                record["error_class"] = failed
             if backend.kind == "baseline":
                 self.setup.baseline = {
                     "median_ms": record["median_ms"],
@@ -102,7 +106,11 @@ class Worker:
                 }
             self._relate(record)
         except Exception as error:  # every failure is a result, never a crash
-            record.update(status="error", error=_error_text(error))
+            error_class = failures.exception_class(error)
+            record.update(status="error", error=_error_text(error), error_class=error_class)
+            if failures.kills_context(error_class):  # this process's CUDA context is dead
+                record["worker_restart"] = True
+                return record
             torch._dynamo.reset()
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -160,6 +168,10 @@ def main() -> None:
         print(f"[worker] {task['id']}", file=sys.stderr, flush=True)
         record = worker.run(task)
         protocol.write(json.dumps({"id": task["id"], "record": record}, default=str) + "\n")
+        if record.get("worker_restart"):  # the runner starts a fresh worker for what is left
+            print(f"[worker] exiting after {record.get('error_class')}", file=sys.stderr)
+            protocol.flush()
+            os._exit(3)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@ import torch
 
 from benchmarks.models.handwritten import SPECS as HANDWRITTEN
 from benchmarks.models.huggingface import SPECS as HUGGINGFACE
+from benchmarks.models.initialization import calibrate_batch_norm, randomize_zero_matrices
 from benchmarks.models.timm_models import SPECS as TIMM
+from benchmarks.models.transformers_zoo import SPECS as TRANSFORMERS_ZOO
 from benchmarks.models.workload import MODES, SIZES, ModelSpec, Workload
 
 __all__ = ["MODES", "SIZES", "SUITE", "ModelSpec", "Workload", "build_workload", "missing", "spec"]
 
-SUITE: tuple[ModelSpec, ...] = HANDWRITTEN + HUGGINGFACE + TIMM
+SUITE: tuple[ModelSpec, ...] = HANDWRITTEN + HUGGINGFACE + TRANSFORMERS_ZOO + TIMM
 
 
 def spec(name: str) -> ModelSpec:
@@ -35,7 +37,14 @@ def missing(entry: ModelSpec) -> str | None:
     return None
 
 
-def build_workload(entry: ModelSpec, size: str, mode: str, seed: int = 0) -> Workload:
-    """A fresh workload on CPU, seeded so that every build has the same weights and inputs."""
+def build_workload(
+    entry: ModelSpec, size: str, mode: str, seed: int = 0, dropout: bool = False
+) -> Workload:
+    """A fresh workload on CPU, seeded so that every build has the same weights and inputs
+    (with dropout on or off: regularization adds no parameters)."""
     torch.manual_seed(seed)
-    return entry.build(size, mode)
+    workload = entry.build(size, mode, dropout)
+    randomize_zero_matrices(workload.module)
+    if mode == "inference":
+        calibrate_batch_norm(workload.module, workload.inputs)
+    return workload

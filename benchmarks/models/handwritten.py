@@ -79,22 +79,22 @@ def _mse(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(output, target)
 
 
-def build_mlp(size: str, mode: str) -> Workload:
-    width, depth, batch = (256, 3, 32) if size == "small" else (4096, 4, 512)
+def build_mlp(size: str, mode: str, dropout: bool = False) -> Workload:
+    width, depth, batch = (256, 3, 32) if size != "gpu" else (4096, 4, 512)
     model = MLP(width, depth, classes=10)
     x = torch.randn(batch, width)
     return _classifier(model, x, mode, f"MLP {depth}x{width}, batch {batch}")
 
 
-def build_cnn(size: str, mode: str) -> Workload:
-    channels, image, batch = (16, 32, 8) if size == "small" else (64, 64, 128)
+def build_cnn(size: str, mode: str, dropout: bool = False) -> Workload:
+    channels, image, batch = (16, 32, 8) if size != "gpu" else (64, 64, 128)
     model = SmallCNN(channels, classes=10)
     x = torch.randn(batch, 3, image, image)
     return _classifier(model, x, mode, f"CNN base {channels}ch, {image}px, batch {batch}")
 
 
-def build_attention(size: str, mode: str) -> Workload:
-    width, heads, length, batch = (128, 4, 64, 4) if size == "small" else (1024, 16, 1024, 16)
+def build_attention(size: str, mode: str, dropout: bool = False) -> Workload:
+    width, heads, length, batch = (128, 4, 64, 4) if size != "gpu" else (1024, 16, 1024, 16)
     model = AttentionBlock(width, heads)
     x = torch.randn(batch, length, width)
     if mode == "inference":

@@ -1,8 +1,8 @@
 """Hugging Face transformers models built from configs with random weights (no downloads).
 
-Each builder has a small CPU size and a realistic GPU size (ResNet-50, ViT-B/16, ConvNeXt-T,
-GPT-2 small, BERT base, an 8-layer Llama-style decoder, T5-small). Dropout is zero so that
-training steps are deterministic and comparable across backends.
+Each builder has a small CPU size (also its `medium` one) and a realistic GPU size (ResNet-50,
+ViT-B/16, ConvNeXt-T, GPT-2 small, BERT base, an 8-layer Llama-style decoder, T5-small).
+Dropout is zero unless the build asks for it (benchmarks/models/regularization.py).
 """
 
 from __future__ import annotations
@@ -11,26 +11,14 @@ from typing import Any
 
 import torch
 
+from benchmarks.models.regularization import regularize
 from benchmarks.models.workload import KeywordAdapter, ModelSpec, Workload, prepare
 
-NO_DROPOUT = {
-    "hidden_dropout_prob": 0.0,
-    "attention_probs_dropout_prob": 0.0,
-    "resid_pdrop": 0.0,
-    "embd_pdrop": 0.0,
-    "attn_pdrop": 0.0,
-    "attention_dropout": 0.0,
-    "dropout_rate": 0.0,
-    "drop_path_rate": 0.0,
-}
 
-
-def _config(name: str, **fields: Any) -> Any:
+def _config(dropout: bool, name: str, **fields: Any) -> Any:
     import transformers
 
-    config_class = getattr(transformers, name)
-    known = {k: v for k, v in NO_DROPOUT.items() if hasattr(config_class(), k)}
-    return config_class(**known, **fields)
+    return regularize(getattr(transformers, name)(**fields), dropout)
 
 
 def _build(model_class: str, config: Any) -> torch.nn.Module:
@@ -72,9 +60,10 @@ def _text_workload(
     return Workload(prepare(adapter, mode), (tokens, labels), description)
 
 
-def build_resnet(size: str, mode: str) -> Workload:
-    if size == "small":
+def build_resnet(size: str, mode: str, dropout: bool = False) -> Workload:
+    if size != "gpu":
         config = _config(
+            dropout,
             "ResNetConfig",
             embedding_size=16,
             hidden_sizes=[32, 64, 128, 256],
@@ -83,13 +72,14 @@ def build_resnet(size: str, mode: str) -> Workload:
             num_labels=10,
         )
         return _image_workload("ResNetForImageClassification", config, 4, 64, mode, "ResNet tiny")
-    config = _config("ResNetConfig", num_labels=1000)  # the defaults are ResNet-50
+    config = _config(dropout, "ResNetConfig", num_labels=1000)  # the defaults are ResNet-50
     return _image_workload("ResNetForImageClassification", config, 32, 224, mode, "ResNet-50")
 
 
-def build_vit(size: str, mode: str) -> Workload:
-    if size == "small":
+def build_vit(size: str, mode: str, dropout: bool = False) -> Workload:
+    if size != "gpu":
         config = _config(
+            dropout,
             "ViTConfig",
             image_size=32,
             patch_size=8,
@@ -100,25 +90,30 @@ def build_vit(size: str, mode: str) -> Workload:
             num_labels=10,
         )
         return _image_workload("ViTForImageClassification", config, 4, 32, mode, "ViT tiny")
-    config = _config("ViTConfig", num_labels=1000)  # the defaults are ViT-B/16 at 224px
+    config = _config(dropout, "ViTConfig", num_labels=1000)  # the defaults are ViT-B/16 at 224px
     return _image_workload("ViTForImageClassification", config, 32, 224, mode, "ViT-B/16")
 
 
-def build_convnext(size: str, mode: str) -> Workload:
-    if size == "small":
+def build_convnext(size: str, mode: str, dropout: bool = False) -> Workload:
+    if size != "gpu":
         config = _config(
-            "ConvNextConfig", hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 1, 1], num_labels=10
+            dropout,
+            "ConvNextConfig",
+            hidden_sizes=[32, 64, 128, 256],
+            depths=[1, 1, 1, 1],
+            num_labels=10,
         )
         return _image_workload(
             "ConvNextForImageClassification", config, 4, 64, mode, "ConvNeXt tiny"
         )
-    config = _config("ConvNextConfig", num_labels=1000)  # the defaults are ConvNeXt-T
+    config = _config(dropout, "ConvNextConfig", num_labels=1000)  # the defaults are ConvNeXt-T
     return _image_workload("ConvNextForImageClassification", config, 32, 224, mode, "ConvNeXt-T")
 
 
-def build_gpt2(size: str, mode: str) -> Workload:
-    if size == "small":
+def build_gpt2(size: str, mode: str, dropout: bool = False) -> Workload:
+    if size != "gpu":
         config = _config(
+            dropout,
             "GPT2Config",
             n_layer=2,
             n_embd=128,
@@ -129,13 +124,14 @@ def build_gpt2(size: str, mode: str) -> Workload:
             eos_token_id=0,
         )
         return _text_workload("GPT2LMHeadModel", config, 2, 64, mode, "GPT-2 2x128")
-    config = _config("GPT2Config")  # the defaults are GPT-2 small (124M)
+    config = _config(dropout, "GPT2Config")  # the defaults are GPT-2 small (124M)
     return _text_workload("GPT2LMHeadModel", config, 8, 512, mode, "GPT-2 small")
 
 
-def build_bert(size: str, mode: str) -> Workload:
-    if size == "small":
+def build_bert(size: str, mode: str, dropout: bool = False) -> Workload:
+    if size != "gpu":
         config = _config(
+            dropout,
             "BertConfig",
             num_hidden_layers=2,
             hidden_size=128,
@@ -144,13 +140,14 @@ def build_bert(size: str, mode: str) -> Workload:
             vocab_size=1024,
         )
         return _text_workload("BertForMaskedLM", config, 2, 64, mode, "BERT 2x128")
-    config = _config("BertConfig")  # the defaults are BERT base
+    config = _config(dropout, "BertConfig")  # the defaults are BERT base
     return _text_workload("BertForMaskedLM", config, 16, 512, mode, "BERT base")
 
 
-def build_llama(size: str, mode: str) -> Workload:
-    if size == "small":
+def build_llama(size: str, mode: str, dropout: bool = False) -> Workload:
+    if size != "gpu":
         config = _config(
+            dropout,
             "LlamaConfig",
             num_hidden_layers=2,
             hidden_size=128,
@@ -162,6 +159,7 @@ def build_llama(size: str, mode: str) -> Workload:
         )
         return _text_workload("LlamaForCausalLM", config, 2, 64, mode, "Llama-style 2x128, GQA")
     config = _config(
+        dropout,
         "LlamaConfig",
         num_hidden_layers=8,
         hidden_size=1024,
@@ -174,9 +172,10 @@ def build_llama(size: str, mode: str) -> Workload:
     return _text_workload("LlamaForCausalLM", config, 8, 1024, mode, "Llama-style 8x1024, GQA")
 
 
-def build_t5(size: str, mode: str) -> Workload:
-    if size == "small":
+def build_t5(size: str, mode: str, dropout: bool = False) -> Workload:
+    if size != "gpu":
         config = _config(
+            dropout,
             "T5Config",
             d_model=128,
             d_kv=32,
@@ -188,7 +187,7 @@ def build_t5(size: str, mode: str) -> Workload:
         )
         batch, length, description = 2, 64, "T5-style 2x128"
     else:
-        config = _config("T5Config", decoder_start_token_id=0)  # the defaults are T5-small
+        config = _config(dropout, "T5Config", decoder_start_token_id=0)  # the defaults are T5-small
         batch, length, description = 16, 256, "T5-small"
     model = _build("T5ForConditionalGeneration", config)
     tokens = torch.randint(0, config.vocab_size, (batch, length))
@@ -203,10 +202,10 @@ def build_t5(size: str, mode: str) -> Workload:
 
 SPECS = (
     ModelSpec("hf_resnet", "huggingface", build_resnet, requires="transformers"),
-    ModelSpec("hf_vit", "huggingface", build_vit, requires="transformers"),
-    ModelSpec("hf_convnext", "huggingface", build_convnext, requires="transformers"),
-    ModelSpec("hf_gpt2", "huggingface", build_gpt2, requires="transformers"),
-    ModelSpec("hf_bert", "huggingface", build_bert, requires="transformers"),
-    ModelSpec("hf_llama", "huggingface", build_llama, requires="transformers"),
-    ModelSpec("hf_t5", "huggingface", build_t5, requires="transformers"),
+    ModelSpec("hf_vit", "huggingface", build_vit, requires="transformers", dropout=True),
+    ModelSpec("hf_convnext", "huggingface", build_convnext, requires="transformers", dropout=True),
+    ModelSpec("hf_gpt2", "huggingface", build_gpt2, requires="transformers", dropout=True),
+    ModelSpec("hf_bert", "huggingface", build_bert, requires="transformers", dropout=True),
+    ModelSpec("hf_llama", "huggingface", build_llama, requires="transformers", dropout=True),
+    ModelSpec("hf_t5", "huggingface", build_t5, requires="transformers", dropout=True),
 )

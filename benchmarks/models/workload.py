@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 MODES = ("inference", "training")
-SIZES = ("small", "gpu")
+SIZES = ("small", "medium", "gpu")  # CPU / GPU correctness suite / GPU speed suite
 
 
 @dataclass
@@ -27,12 +27,17 @@ class Workload:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One model of the suite; `build(size, mode)` makes a fresh, seeded workload on CPU."""
+    """One model of the suite; `build(size, mode, dropout)` makes a fresh workload on CPU.
+
+    `dropout` asks for the model's regularization (dropout, stochastic depth) on; `dropout`
+    on the spec says the model has any, so that a training case also runs with it on. A
+    builder without a distinct `medium` size builds its `small` one there."""
 
     name: str
     suite: str
-    build: Callable[[str, str], Workload]
+    build: Callable[[str, str, bool], Workload]
     requires: str | None = None  # a module that must import, e.g. "timm"
+    dropout: bool = False  # has dropout or stochastic depth that training turns on
 
 
 class KeywordAdapter(nn.Module):

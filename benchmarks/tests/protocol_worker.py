@@ -1,8 +1,10 @@
 """A worker that only speaks the runner's protocol, for scheduler tests: no torch, no models.
 
 Each task carries a `script`: a list of `["work", s]` (sleep unlocked), `["measure", s]`
-(sleep holding the real measurement lock), `["tick", s]` (note the time every 10 ms), `["crash"]`, `["crash_holding"]` (die while
-holding the lock) and `["hang"]`; the record lists the measured intervals (monotonic s).
+(sleep holding the real measurement lock), `["tick", s]` (note the time every 10 ms),
+`["crash"]`, `["crash_holding"]` (die while holding the lock), `["sticky"]` (answer an error
+that killed the CUDA context, then exit, as benchmarks/worker.py does) and `["hang"]`; the
+record lists the measured intervals (monotonic s).
 """
 
 from __future__ import annotations
@@ -62,15 +64,21 @@ def main() -> None:
                     os._exit(4)
             elif action == "hang":
                 time.sleep(3600)
+        sticky = ["sticky"] in task.get("script", [])
         record = {
-            "status": task.get("status", "pass"),
+            "status": "error" if sticky else task.get("status", "pass"),
             "intervals": intervals,
             "ticks": ticks,
             "span": [started, time.monotonic()],
             "pid": os.getpid(),
             "lock_wait_s": lock.waited_s,
         }
+        if sticky:
+            record.update(error_class="illegal_memory_access", worker_restart=True)
         protocol.write(json.dumps({"id": task["id"], "record": record}) + "\n")
+        if sticky:
+            protocol.flush()
+            os._exit(3)
 
 
 if __name__ == "__main__":

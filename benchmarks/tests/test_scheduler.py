@@ -149,3 +149,18 @@ def test_workers_stay_paused_through_a_measurement(tmp_path: Path) -> None:
     ticks = records["b/inference/float32/eager"]["ticks"]
     assert [t for t in ticks if begin + 0.05 < t < end - 0.05] == []
     assert any(t < begin for t in ticks) and any(t > end for t in ticks)
+
+
+def test_a_dead_cuda_context_gets_a_fresh_worker(tmp_path: Path) -> None:
+    tasks = [
+        _task("a", "eager", ["measure", 0.01]),
+        _task("a", "compiled", ["sticky"]),  # e.g. an illegal memory access in a kernel
+        _task("a", "other", ["measure", 0.01]),
+    ]
+    records = _run(tmp_path, tasks, jobs=1)
+    broken = records["a/inference/float32/compiled"]
+    assert broken["status"] == "error"
+    assert broken["error_class"] == "illegal_memory_access"
+    after = records["a/inference/float32/other"]
+    assert after["status"] == "pass"  # not blamed for the exit of the worker before it
+    assert after["pid"] != broken["pid"]

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The broad GPU correctness suite for the device machine: every model of the suite at its
+# `medium` size (realistic widths and resolutions, few layers), bf16 autocast, inference and
+# a training step (dropout and stochastic depth on, see benchmarks/dropout.py), under eager,
+# torch.compile and ember's default backend, each model in its own worker process. Optionally
+# (SANITIZE_MODELS) a second runner at the same time runs those models' ember kernels under
+# compute-sanitizer memcheck with the caching allocator off, so that every tensor is its own
+# allocation and an out-of-bounds access is caught at the buffer's edge.
+#
+#   bash benchmarks/device_suite.sh [runner arguments...]
+#
+# Environment: OUT (default benchmarks/results/suite), BENCH_BUDGET runner seconds (default
+# 500), BENCH_JOBS workers (default 10), BENCH_MODELS (default: all, in the order below),
+# BENCH_BACKENDS (default eager,torch.compile,ember:inductor), SANITIZE_MODELS (comma list,
+# default none), SANITIZE_JOBS (default 3), PYTHON (default python3).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+OUT="${OUT:-$PWD/benchmarks/results/suite}"
+BUDGET="${BENCH_BUDGET:-500}"
+JOBS="${BENCH_JOBS:-10}"
+BACKENDS="${BENCH_BACKENDS:-eager,torch.compile,ember:inductor}"
+PYTHON="${PYTHON:-python3}"
+SANITIZE_MODELS="${SANITIZE_MODELS:-}"
+SANITIZE_JOBS="${SANITIZE_JOBS:-3}"
+# ember's Triton compile pools: one per worker process, capped so that 10+ workers fit in memory
+export EMBER_COMPILE_THREADS="${EMBER_COMPILE_THREADS:-3}"
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/run.log") 2>&1
+
+# The models the issue names first (their failures matter most), then the rest of the suite.
+FIRST="hf_layoutlm,hf_deberta_v2,hf_opt,hf_bart,hf_albert,hf_efficientnet,timm_swin_tiny,hf_swin"
+ALL="$("$PYTHON" -c 'from benchmarks.models import SUITE; print(",".join(s.name for s in SUITE))')"
+MODELS="${BENCH_MODELS:-$("$PYTHON" - "$FIRST" "$ALL" <<'PY'
+import sys
+first, every = sys.argv[1].split(","), sys.argv[2].split(",")
+print(",".join(first + [name for name in every if name not in first]))
+PY
+)}"
+
+echo "== ember GPU suite, $(date -u +%Y-%m-%dT%H:%M:%SZ), budget ${BUDGET}s, ${JOBS} jobs, $(nproc) cores"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+echo "models: $MODELS"
+
+sanitizer_pid=""
+if [[ -n "$SANITIZE_MODELS" ]]; then
+    SANITIZER="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)"
+    if [[ -z "$SANITIZER" ]]; then
+        echo "compute-sanitizer: not found"
+    else
+        mkdir -p "$OUT/sanitizer"
+        echo "== compute-sanitizer ($SANITIZER) on $SANITIZE_MODELS"
+        # Only the runner's workers touch the GPU; memcheck follows them (--target-processes all).
+        PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout --kill-after=15 $((BUDGET + 30)) \
+            "$SANITIZER" --tool memcheck --target-processes all --print-limit 50 \
+            --log-file "$OUT/sanitizer/memcheck.%p.log" \
+            "$PYTHON" -m benchmarks.run --device cuda --size medium --dtypes bf16 \
+            --backends ember:inductor --models "$SANITIZE_MODELS" --out "$OUT/sanitizer" \
+            --budget "$BUDGET" --jobs "$SANITIZE_JOBS" --no-pause --no-warm-compile \
+            --steps 1 --warmup 0 --timing-allowance 1 --case-timeout "$BUDGET" \
+            --model-budget "$BUDGET" > "$OUT/sanitizer/runner.log" 2>&1 &
+        sanitizer_pid=$!
+    fi
+fi
+
+timeout --kill-after=15 $((BUDGET + 40)) "$PYTHON" -m benchmarks.run \
+    --device cuda --size medium --dtypes bf16 --backends "$BACKENDS" --out "$OUT" \
+    --budget "$BUDGET" --jobs "$JOBS" --no-pause --models "$MODELS" --no-warm-compile \
+    --case-timeout 180 --model-budget 300 --steps 5 --warmup 2 --timing-allowance 2 "$@"
+echo "== runner exit status $?"
+
+if [[ -n "$sanitizer_pid" ]]; then
+    wait "$sanitizer_pid"
+    echo "== compute-sanitizer exit status $?"
+    grep -h "ERROR SUMMARY" "$OUT"/sanitizer/memcheck.*.log 2>/dev/null | sort | uniq -c
+    grep -l "Invalid\|ERROR SUMMARY: [1-9]" "$OUT"/sanitizer/memcheck.*.log 2>/dev/null | head -20
+fi
+
+"$PYTHON" -m benchmarks.report "$OUT/results.jsonl" --out "$OUT" || true
+if [[ -f "$OUT/worker.log" ]]; then  # keep the returned log small
+    tail -c 3000000 "$OUT/worker.log" > "$OUT/worker.log.tail" && mv "$OUT/worker.log.tail" "$OUT/worker.log"
+fi
+ls -la "$OUT"
