@@ -30,11 +30,26 @@ class InductorConfig:
         'keep the fastest (cached on disk); `ember.compile(mode="max-autotune")` turns it on.',
         cache_key=False,
     )
+    check_bounds: bool = setting(
+        True,
+        env="EMBER_INDUCTOR_CHECK_BOUNDS",
+        help="Before generating code, prove that every load and store index of every kernel "
+        "stays inside its buffer (a compiler bug otherwise corrupts memory or kills the CUDA "
+        "context) and stop the compile if one does not; off skips the check.",
+        cache_key=False,
+    )
     reuse_buffers: bool = setting(
         True,
         env="EMBER_INDUCTOR_REUSE_BUFFERS",
         help="Place a new buffer in the memory of a dead one of the same dtype and span, or in "
         "place of a buffer its pointwise kernel reads for the last time (fewer allocations, "
         "lower peak memory); off allocates every buffer fresh.",
+        cache_key=True,
+    )
+    pad_matmuls: bool = setting(
+        True,
+        env="EMBER_INDUCTOR_PAD_MATMULS",
+        help="Pad large 16-bit GPU matmuls whose leading dimensions are not 16-byte multiples "
+        "(cuBLAS falls back to slow alignment-1 kernels; GPT-2's LM head, vocabulary 50257).",
         cache_key=True,
     )

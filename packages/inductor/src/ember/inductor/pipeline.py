@@ -1,7 +1,7 @@
 """The inductor pipeline: one function of named passes from a Graph to a `CompiledGraph`.
 
-    decompose → eliminate_common_subexpressions → eliminate_dead_code → lower → schedule
-    → generate → plan_memory → load
+    decompose → pad_matmuls → eliminate_common_subexpressions → eliminate_dead_code → lower
+    → schedule → check_bounds → generate → plan_memory → load
 
 The pass names are the names used in logs. A compiled graph (wrapper and module source) is
 cached under a key of the serialized Graph, the config and the versions; its shared library
@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from ember.inductor.codegen.backend import CodegenBackend, KernelSource
+from ember.inductor.codegen.bounds import check_bounds
 from ember.inductor.codegen.cpp.backend import CppBackend
 from ember.inductor.codegen.wrapper import generate_wrapper, wrapper_namespace
 from ember.inductor.compiled import CompiledGraph
@@ -43,6 +44,7 @@ from ember.inductor.lowering.extern import EXTERN_OPS
 from ember.inductor.lowering.graph_lowering import lower_graph
 from ember.inductor.passes.common_subexpressions import eliminate_common_subexpressions
 from ember.inductor.passes.dead_code import eliminate_dead_code
+from ember.inductor.passes.pad_matmuls import pad_matmuls
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode, schedule
 from ember.inductor.scheduler.memory_planning import plan_memory
 from ember.prims import Graph, Ref, TensorSpec, resolve_op
@@ -144,6 +146,8 @@ def generate(
         )
     else:
         graph = timed("decompose", decompose, graph, DECOMPOSITIONS)
+        if config.pad_matmuls:
+            graph = timed("pad_matmuls", pad_matmuls, graph)
     graph = timed("eliminate_common_subexpressions", eliminate_common_subexpressions, graph)
     graph = timed("eliminate_dead_code", eliminate_dead_code, graph)
     atomic_dtypes = getattr(backend, "atomic_dtypes", backend.dtypes)
@@ -159,6 +163,8 @@ def generate(
     scheduled: list[ScheduledNode] = timed(
         "schedule", _schedule, program, config, backend.kernel_prefix
     )
+    if config.check_bounds:
+        timed("check_bounds", check_bounds, scheduled, program)
     sources: dict[str, KernelSource] = timed("generate", _generate, scheduled, program, backend)
     module = backend.module(list(sources.values()))
     device = device or graph_device(graph)

@@ -1,0 +1,111 @@
+"""Padding misaligned matmuls: the padded Graph computes what eager does, its products have
+aligned leading dimensions, and aligned or small products are left alone."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import ember.prims as prims
+from ember.inductor import pipeline
+from ember.inductor.config import InductorConfig
+from ember.inductor.passes.pad_matmuls import pad_matmuls
+from ember.inductor.pipeline import DECOMPOSITIONS
+from ember.prims import TensorSpec
+from ember.prims.config import load
+from ember.prims.decompositions import decompose
+from ember.runtime import ArtifactCache
+
+# On the CPU, in float32 (4 floats make 16 bytes), with no size threshold.
+ON_CPU: dict[str, Any] = {"devices": ("cpu",), "dtypes": (torch.float32,), "min_flops": 0}
+
+
+def lm_head(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return torch.relu(hidden @ weight.t()) + 1  # N = vocabulary, misaligned
+
+
+def weight_gradient(grad: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    return grad.t() @ hidden  # a transposed (column-major) operand: M and K misaligned
+
+
+def aligned(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x @ w
+
+
+CASES: list[tuple[Callable[..., torch.Tensor], list[tuple[int, ...]]]] = [
+    (lm_head, [(6, 12), (37, 12)]),
+    (weight_gradient, [(10, 37), (10, 9)]),
+]
+
+
+def _graph(fn: Callable[..., torch.Tensor], inputs: list[torch.Tensor]) -> prims.Graph:
+    return decompose(prims.trace(fn, *inputs), DECOMPOSITIONS)  # mm stays an extern op
+
+
+def _inputs(shapes: list[tuple[int, ...]]) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return [torch.randn(*shape, generator=generator) for shape in shapes]
+
+
+def _mm_specs(graph: prims.Graph) -> list[list[TensorSpec]]:
+    values = graph.values()
+    found = []
+    for node in graph.nodes:
+        if node.target == "aten::mm.default":
+            specs = [values[a.name].spec for a in node.args] + [node.outputs[0].spec]
+            found.append([s for s in specs if isinstance(s, TensorSpec)])
+    return found
+
+
+@pytest.mark.parametrize(("fn", "shapes"), CASES)
+def test_padded_products_are_aligned_and_equal_eager(
+    fn: Callable[..., torch.Tensor], shapes: list[tuple[int, ...]], tmp_path: Path
+) -> None:
+    inputs = _inputs(shapes)
+    graph = _graph(fn, inputs)
+    padded = pad_matmuls(graph, **ON_CPU)
+    (specs,) = _mm_specs(padded)
+    for spec in specs:  # every leading dimension is a multiple of 4 floats
+        leading = spec.strides[0] if spec.strides[1] == 1 else spec.strides[1]
+        assert leading % 4 == 0, spec
+    assert any(node.target == "prims::pad" for node in padded.nodes)
+    expected = fn(*inputs)
+    torch.testing.assert_close(prims.run(padded, *inputs), expected)
+
+
+@pytest.mark.parametrize(("fn", "shapes"), CASES)
+def test_compiled_with_padding_equals_eager(
+    fn: Callable[..., torch.Tensor],
+    shapes: list[tuple[int, ...]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    inputs = _inputs(shapes)
+    monkeypatch.setattr(pipeline, "pad_matmuls", functools.partial(pad_matmuls, **ON_CPU))
+    config = dataclasses.replace(load(InductorConfig), cache=False)
+    compiled = pipeline.compile_graph(
+        prims.trace(fn, *inputs), inputs, config=config, cache=ArtifactCache(tmp_path)
+    )
+    assert "prims::pad" not in compiled.source  # pads are kernels, not fallbacks
+    wrapper_mm = [line for line in compiled.source.splitlines() if "aten::mm" in line]
+    assert wrapper_mm and "buf" in wrapper_mm[0]  # the product reads a padded buffer
+    result, expected = compiled(*inputs), fn(*inputs)
+    assert result.stride() == expected.stride()  # outputs keep eager's strides
+    torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_aligned_small_and_cpu_products_are_left_alone() -> None:
+    inputs = _inputs([(6, 12), (12, 16)])
+    assert _mm_specs(pad_matmuls(_graph(aligned, inputs), **ON_CPU)) == _mm_specs(
+        _graph(aligned, inputs)
+    )
+    misaligned = _graph(lm_head, _inputs([(6, 12), (37, 12)]))
+    for options in ({}, {**ON_CPU, "min_flops": 1 << 30}):  # a CPU graph; a small product
+        kept = pad_matmuls(misaligned, **options)
+        assert not any(node.target == "prims::pad" for node in kept.nodes)
