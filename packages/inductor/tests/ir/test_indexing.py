@@ -51,3 +51,43 @@ def test_simplification_keeps_values() -> None:
 def test_division_that_ranges_cannot_prove_stays() -> None:
     expr = FloorDiv(x1 + 5 * x0, 3)
     assert simplify_with_ranges(expr, {x0: sympy.Integer(6), x1: sympy.Integer(5)}).has(FloorDiv)
+
+
+def _truncating(expr: sympy.Expr, point: dict[sympy.Symbol, int]) -> int:
+    """`expr` at `point` as generated code computes it: C's `/` and `%` truncate."""
+    if expr.is_Integer:
+        return int(expr)
+    if isinstance(expr, sympy.Symbol):
+        return point[expr]
+    args = [_truncating(a, point) for a in expr.args]
+    if isinstance(expr, sympy.Add):
+        return sum(args)
+    if isinstance(expr, sympy.Mul):
+        result = 1
+        for a in args:
+            result *= a
+        return result
+    quotient = int(args[0] / args[1])  # truncates toward zero
+    if isinstance(expr, FloorDiv):
+        return quotient
+    assert isinstance(expr, ModularIndexing)
+    return int(quotient - args[2] * int(quotient / args[2]))
+
+
+def test_rewrites_never_leave_a_negative_operand_for_truncating_code() -> None:
+    """A rolled window read (Swin): row `i - 2` and column `j - 2` of an (8, 8, 3) tensor
+    viewed as (2, 4, 2, 4, 3) windows, read where i, j >= 2 (a cat's mask). Dropping the
+    multiple `24*i` from `(24*i + 3*j + c - 54) // 3 % 4` is exact in floor arithmetic but
+    leaves a negative operand, and C's remainder of it reads before the buffer."""
+    i, j, c = index_var("x", 0), index_var("x", 1), index_var("x", 2)
+    flat = 24 * (i - 2) + 3 * (j - 2) + c
+    parts = unflatten(sympy.expand(flat), [sympy.Integer(n) for n in (2, 4, 2, 4, 3)])
+    window_strides = (96, 12, 48, 3, 1)  # the windows' permuted (contiguous) layout
+    index = sum((p * s for p, s in zip(parts, window_strides)), sympy.S.Zero)
+    for point in itertools.product(range(2, 8), range(2, 8), range(3)):
+        at = dict(zip((i, j, c), point))
+        expected = int(index.xreplace(at))  # exact (floor) arithmetic on integers
+        assert _truncating(index, at) == expected, (point, index)
+        assert 0 <= expected < 192
+    assert FloorDiv(16 * i + c - 18, 16) != i + FloorDiv(c - 18, 16)
+    assert FloorDiv(16 * i + c + 18, 16) == i + FloorDiv(c + 18, 16)

@@ -1,6 +1,13 @@
 """Index arithmetic over symbolic loop variables: the variables, floor division and modular
 indexing as sympy functions that simplify what they can prove, and helpers that turn a
 multi-dimensional index into a flat offset and back.
+
+Generated code divides integers truncating toward zero (C++ `/` and `%`, Triton `//` and
+`%`), which agrees with floor division only on non-negative operands. Every index lowering
+builds is non-negative wherever it is read unmasked; a rewrite may change a division's
+operand only where the new one stays provably non-negative (dropping `+ 16*i` from
+`(16*i + 3*j - 54) % 12` is exact in floor arithmetic but makes C's remainder negative: a
+rolled window read before its buffer).
 """
 
 from __future__ import annotations
@@ -35,11 +42,11 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(int(base) // int(divisor))
         if base == 0:
             return sympy.Integer(0)
-        # (a*d + b) // d == a + b // d for an exact multiple term
+        # (a*d + b) // d == a + b // d for an exact multiple term (b >= 0: see the module)
         if isinstance(base, sympy.Add):
             quotient = [term for term in base.args if _divides(divisor, term)]
-            if quotient:
-                rest = [term for term in base.args if not _divides(divisor, term)]
+            rest = [term for term in base.args if not _divides(divisor, term)]
+            if quotient and nonnegative(sympy.Add(*rest)):
                 return sympy.Add(*[t / divisor for t in quotient]) + FloorDiv(
                     sympy.Add(*rest), divisor
                 )
@@ -62,11 +69,28 @@ class ModularIndexing(sympy.Function):
         if base == 0:
             return sympy.Integer(0)
         if isinstance(base, sympy.Add):
-            # terms that are multiples of divisor*modulus do not change the result
+            # terms that are multiples of divisor*modulus do not change the result, as long
+            # as what is left stays non-negative (see the module)
             kept = [t for t in base.args if not _divides(divisor * modulus, t)]
-            if len(kept) < len(base.args):
+            if len(kept) < len(base.args) and nonnegative(sympy.Add(*kept)):
                 return ModularIndexing(sympy.Add(*kept), divisor, modulus)
         return None
+
+
+def nonnegative(expr: Expr) -> bool:
+    """Whether an index expression is provably >= 0: a sum of non-negative multiples of
+    non-negative loop variables and sizes, and of divisions and remainders of such sums."""
+    for term in sympy.Add.make_args(expr):
+        coefficient, rest = term.as_coeff_Mul()
+        if coefficient < 0:
+            return False
+        for factor in sympy.Mul.make_args(rest):
+            if factor == 1 or factor.is_nonnegative:
+                continue
+            if isinstance(factor, (FloorDiv, ModularIndexing)) and nonnegative(factor.args[0]):
+                continue
+            return False
+    return True
 
 
 def _divides(divisor: Expr, term: Expr) -> bool:
