@@ -30,6 +30,10 @@ def lm_head(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return torch.relu(hidden @ weight.t()) + 1  # N = vocabulary, misaligned
 
 
+def classifier(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.linear(hidden, weight, bias)  # addmm: the bias is padded too
+
+
 def weight_gradient(grad: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     return grad.t() @ hidden  # a transposed (column-major) operand: M and K misaligned
 
@@ -41,6 +45,7 @@ def aligned(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 CASES: list[tuple[Callable[..., torch.Tensor], list[tuple[int, ...]]]] = [
     (lm_head, [(6, 12), (37, 12)]),
     (weight_gradient, [(10, 37), (10, 9)]),
+    (classifier, [(6, 12), (37, 12), (37,)]),
 ]
 
 
@@ -57,8 +62,9 @@ def _mm_specs(graph: prims.Graph) -> list[list[TensorSpec]]:
     values = graph.values()
     found = []
     for node in graph.nodes:
-        if node.target == "aten::mm.default":
-            specs = [values[a.name].spec for a in node.args] + [node.outputs[0].spec]
+        if node.target in ("aten::mm.default", "aten::addmm.default"):
+            operands = [values[a.name].spec for a in node.args[-2:]]  # addmm: past the bias
+            specs = [*operands, node.outputs[0].spec]
             found.append([s for s in specs if isinstance(s, TensorSpec)])
     return found
 
@@ -93,7 +99,7 @@ def test_compiled_with_padding_equals_eager(
         prims.trace(fn, *inputs), inputs, config=config, cache=ArtifactCache(tmp_path)
     )
     assert "prims::pad" not in compiled.source  # pads are kernels, not fallbacks
-    wrapper_mm = [line for line in compiled.source.splitlines() if "aten::mm" in line]
+    wrapper_mm = [line for line in compiled.source.splitlines() if "mm.default" in line]
     assert wrapper_mm and "buf" in wrapper_mm[0]  # the product reads a padded buffer
     result, expected = compiled(*inputs), fn(*inputs)
     assert result.stride() == expected.stride()  # outputs keep eager's strides

@@ -3,7 +3,8 @@ dimension that is not a multiple of 16 bytes runs on cuBLAS's alignment-1 kernel
 head, vocabulary 50257: a 3.3 ms sm75 CUTLASS kernel on the H100 where the padded product
 takes 0.45 ms on an sm90 kernel).
 
-For a large enough `aten::mm` of 16-bit floats on a GPU, the pass pads (with zeros) each
+For a large enough `aten::mm` or `aten::addmm` (its bias padded like the result) of 16-bit
+floats on a GPU, the pass pads (with zeros) each
 dimension that is some matrix's leading dimension and misaligned:
 
 - K, when `a` is row-major or `b` column-major (both operands are padded along K: the extra
@@ -71,9 +72,15 @@ def _pad(
     dtypes: set[torch.dtype],
     min_flops: int,
 ) -> list[Node] | None:
-    if node.target != "aten::mm.default" or node.kwargs or len(node.args) != 2:
+    bias_ref: Ref | None = None
+    if node.target == "aten::mm.default" and len(node.args) == 2 and not node.kwargs:
+        a_ref, b_ref = node.args
+    elif node.target == "aten::addmm.default" and len(node.args) == 3 and not node.kwargs:
+        bias_ref, a_ref, b_ref = node.args  # beta and alpha at their defaults (1)
+        if not isinstance(bias_ref, Ref):
+            return None
+    else:
         return None
-    a_ref, b_ref = node.args
     out = node.outputs[0] if len(node.outputs) == 1 else None
     if not isinstance(a_ref, Ref) or not isinstance(b_ref, Ref) or not isinstance(out, Value):
         return None
@@ -109,19 +116,39 @@ def _pad(
     def padded_operand(ref: Ref, spec: TensorSpec, rows: int, cols: int, columns: bool) -> Ref:
         if (rows, cols) == tuple(spec.shape):
             return ref
+        assert isinstance(spec.shape[0], int) and isinstance(spec.shape[1], int)
         strides = (1, rows) if columns else (cols, 1)
         value = Value(fresh(f"{ref.name}_padded"), _spec(spec, (rows, cols), strides))
         high = [rows - spec.shape[0], cols - spec.shape[1]]
         new.append(Node("prims::pad", [ref, 0.0, [0, 0], high, [0, 0]], {}, [value], node.source))
         return Ref(value.name)
 
-    a_new = padded_operand(a_ref, a, mp, kp, a_columns)
-    b_new = padded_operand(b_ref, b, kp, np_, b_columns)
+    operands: list[Ref] = []
+    if bias_ref is not None:  # broadcast along the result's rows and columns, padded alike
+        bias = values[bias_ref.name].spec
+        if not isinstance(bias, TensorSpec) or bias.dtype != c.dtype or bias.ndim not in (1, 2):
+            return None
+        if bias.ndim == 1:
+            if bias.shape[0] != n:
+                return None
+            if np_ == n:
+                operands.append(bias_ref)
+            else:
+                padded_bias = Value(fresh(f"{bias_ref.name}_padded"), _spec(bias, (np_,), (1,)))
+                pad_args = [bias_ref, 0.0, [0], [np_ - n], [0]]
+                new.append(Node("prims::pad", pad_args, {}, [padded_bias], node.source))
+                operands.append(Ref(padded_bias.name))
+        else:
+            rows, cols = bias.shape
+            target = (mp if rows == m else rows, np_ if cols == n else cols)
+            operands.append(padded_operand(bias_ref, bias, *target, _column_major(bias)))
+    operands.append(padded_operand(a_ref, a, mp, kp, a_columns))
+    operands.append(padded_operand(b_ref, b, kp, np_, b_columns))
     if (mp, np_) == (m, n):
-        new.append(Node(node.target, [a_new, b_new], {}, [out], node.source))
+        new.append(Node(node.target, operands, {}, [out], node.source))
         return new
     product = Value(fresh(f"{out.name}_padded"), _spec(c, (mp, np_), (np_, 1)))
-    new.append(Node(node.target, [a_new, b_new], {}, [product], node.source))
+    new.append(Node(node.target, operands, {}, [product], node.source))
     view = Value(out.name, _spec(c, (m, n), (np_, 1)))
     new.append(
         Node("prims::slice", [Ref(product.name), [0, 0], [m, n], None], {}, [view], node.source)
@@ -138,7 +165,7 @@ def _up(size: int, align: int) -> int:
     return (size + align - 1) // align * align
 
 
-def _spec(like: TensorSpec, shape: tuple[int, int], strides: tuple[int, int]) -> TensorSpec:
+def _spec(like: TensorSpec, shape: tuple[int, ...], strides: tuple[int, ...]) -> TensorSpec:
     return TensorSpec(like.dtype, shape, strides, like.device, like.requires_grad)
 
 
