@@ -54,6 +54,9 @@ def calls_opaque_object(fn, x):
 
 
 class _Accumulator:
+    # __slots__ keep ember from modelling the object (plain classes are built as Variables).
+    __slots__ = ("total",)
+
     def __init__(self) -> None:
         self.total = 0
 

@@ -8,6 +8,7 @@ Mutable values are rebuilt once and shared through a temporary, so aliasing surv
 
 from __future__ import annotations
 
+import copy
 import functools
 import types
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from ember.capture.variables.containers import (
     SetVariable,
     TupleVariable,
 )
+from ember.capture.variables.copies import PrivateObjectVariable
 from ember.capture.variables.dataclass_objects import DataclassVariable
 from ember.capture.variables.functional import PartialVariable
 from ember.capture.variables.functions import (
@@ -37,6 +39,7 @@ from ember.capture.variables.functions import (
     FunctionVariable,
 )
 from ember.capture.variables.modules import ModuleVariable
+from ember.capture.variables.new_objects import NewObjectVariable, build_new_object
 from ember.capture.variables.objects import OpaqueMethodVariable
 from ember.capture.variables.superclass import SuperVariable
 from ember.capture.variables.tensor import (
@@ -96,7 +99,10 @@ class Reconstructor:
             return OutputPlan("constant", value.value)
         if isinstance(value, NullVariable):
             return OutputPlan("null")
-        mutable = isinstance(value, (ListVariable, DictVariable, SetVariable, DataclassVariable))
+        mutable = isinstance(
+            value,
+            (ListVariable, DictVariable, SetVariable, DataclassVariable, NewObjectVariable),
+        )
         if mutable and value.source is None:
             name = self._shared.get(id(value))
             if name is not None:
@@ -213,6 +219,17 @@ def _set(r: Reconstructor, value: SetVariable) -> OutputPlan:
 def _dataclass(r: Reconstructor, value: DataclassVariable) -> OutputPlan:
     children = tuple(r.plan(v) for v in value.fields.values())
     return OutputPlan("construct", (value.cls, tuple(value.fields)), children)
+
+
+def _new_object(r: Reconstructor, value: NewObjectVariable) -> OutputPlan:
+    names = tuple(value.attributes)
+    values = OutputPlan("tuple", children=tuple(r.plan(v) for v in value.attributes.values()))
+    parts = (OutputPlan("constant", value.cls), OutputPlan("constant", names), values)
+    return OutputPlan("call", build_new_object, parts)
+
+
+def _private_object(r: Reconstructor, value: PrivateObjectVariable) -> OutputPlan:
+    return OutputPlan("call", copy.deepcopy, (OutputPlan("constant", value.value),))
 
 
 def _iterator_plan(r: Reconstructor, value: IteratorVariable) -> OutputPlan:
@@ -337,6 +354,8 @@ _BUILDERS: dict[type, Builder] = {
     DictVariable: _dict,
     SetVariable: _set,
     DataclassVariable: _dataclass,
+    NewObjectVariable: _new_object,
+    PrivateObjectVariable: _private_object,
     IteratorVariable: _iterator_plan,
     FunctionVariable: _function,
     BoundMethodVariable: _bound_method,

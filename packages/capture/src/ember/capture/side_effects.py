@@ -1,8 +1,8 @@
 """Side effects seen while capturing, replayed in order after the graph runs.
 
 Attribute writes (`self.count = ...`, an nn.Module buffer assigned a new tensor), global
-writes (`global STEP; STEP = ...`) and mutations of lists and dicts that came from outside
-the function. Reads after a write see the written Variable; the generated entry function
+writes (`global STEP; STEP = ...`), mutations of lists and dicts that came from outside
+the function, and calls made only for their effect outside the program (`logger.warning`). Reads after a write see the written Variable; the generated entry function
 performs the writes for real (attribute writes go through `setattr`, so an nn.Module sees a
 buffer update as one).
 """
@@ -34,10 +34,25 @@ class GlobalWrite:
 
 
 @dataclass
+class MethodCall:
+    """`owner.name(*args, **kwargs)` whose result is unused (a log message), replayed."""
+
+    owner: Variable
+    name: str
+    args: list[Variable]
+    kwargs: dict[str, Variable]
+
+
+def call_method(owner: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """What the entry function calls to replay a MethodCall."""
+    getattr(owner, name)(*args, **kwargs)
+
+
+@dataclass
 class SideEffects:
     """The writes of one capture, in program order, and the containers it may mutate."""
 
-    writes: list[AttributeWrite | GlobalWrite] = field(default_factory=list)
+    writes: list[AttributeWrite | GlobalWrite | MethodCall] = field(default_factory=list)
     # Lists and dicts read from a source; those whose `mutated` flag is set are replayed.
     containers: list[Variable] = field(default_factory=list)
     _attributes: dict[tuple[int, str], Variable] = field(default_factory=dict)
@@ -49,6 +64,11 @@ class SideEffects:
 
     def load_attr(self, identity: object, name: str) -> Variable | None:
         return self._attributes.get((id(identity), name))
+
+    def record_call(
+        self, owner: Variable, name: str, args: list[Variable], kwargs: dict[str, Variable]
+    ) -> None:
+        self.writes.append(MethodCall(owner, name, args, kwargs))
 
     def store_global(self, table: dict[str, Any], name: str, value: Variable) -> None:
         self.writes.append(GlobalWrite(table, name, value))

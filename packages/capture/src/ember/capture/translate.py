@@ -39,7 +39,7 @@ from ember.capture.guards.source import AttrSource, ItemSource, LocalSource
 from ember.capture.reconstruct import REPLACE_DICT, REPLACE_LIST, CompileCallee, Reconstructor
 from ember.capture.resume import STACK_PREFIX, resume_function
 from ember.capture.session import CaptureSession
-from ember.capture.side_effects import AttributeWrite
+from ember.capture.side_effects import AttributeWrite, MethodCall, call_method
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables.autocast import ResumedAutocast
 from ember.capture.variables.containers import ListVariable
@@ -210,6 +210,17 @@ def _effects(session: CaptureSession, rebuild: Reconstructor) -> list[SideEffect
     """The side effects to replay after the graph, in program order."""
     plans: list[SideEffectPlan] = []
     for write in session.side_effects.writes:
+        if isinstance(write, MethodCall):
+            arguments = tuple(rebuild.plan(v) for v in write.args)
+            keywords = tuple(rebuild.plan(v) for v in write.kwargs.values())
+            parts = (
+                rebuild.plan(write.owner),
+                OutputPlan("constant", write.name),
+                OutputPlan("tuple", children=arguments),
+                OutputPlan("dict", tuple(write.kwargs), keywords),
+            )
+            plans.append(SideEffectPlan("call", OutputPlan("call", call_method, parts)))
+            continue
         value = rebuild.plan(write.value)
         if isinstance(write, AttributeWrite):
             plans.append(SideEffectPlan("attr", value, rebuild.plan(write.owner), write.name))

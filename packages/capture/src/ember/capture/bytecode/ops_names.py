@@ -200,3 +200,15 @@ def store_attr(frame: Frame, instr: Step) -> None:
     owner = frame.pop()
     value = frame.pop()
     owner.setattr(frame, instr.arg, value)
+
+
+@handler("DELETE_ATTR")
+def delete_attr(frame: Frame, instr: Step) -> None:
+    """`del obj.name` on an object made or copied while capturing; others break."""
+    from ember.capture.unsupported import Unsupported
+
+    owner = frame.pop()
+    remove = getattr(owner, "delattr", None)
+    if remove is None:
+        raise Unsupported(f"deleting the attribute {instr.arg!r} of {owner.describe()}")
+    remove(instr.arg)

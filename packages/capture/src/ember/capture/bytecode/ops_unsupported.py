@@ -43,7 +43,6 @@ unsupported(
 )
 unsupported(("DELETE_GLOBAL",), "deleting a global variable")
 unsupported(("DELETE_DEREF",), "deleting a closure variable")
-unsupported(("DELETE_ATTR",), "deleting an attribute")
 unsupported(
     (
         "GET_AWAITABLE",

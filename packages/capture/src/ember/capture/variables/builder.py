@@ -7,7 +7,10 @@ values produced while capturing (results of torch calls, constants), which need 
 
 from __future__ import annotations
 
+import copy
 import functools
+import inspect
+import os
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +38,7 @@ from ember.capture.variables.containers import (
     SetVariable,
     TupleVariable,
 )
+from ember.capture.variables.environ import EnvironVariable
 from ember.capture.variables.functional import PartialVariable
 from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
 from ember.capture.variables.modules import ModuleVariable
@@ -150,6 +154,9 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
     if isinstance(value, type):
         session.guard(GuardKind.ID, source, value)
         return ConstantVariable(value, source)
+    if value is os.environ:
+        session.guard(GuardKind.ID, source, value)
+        return EnvironVariable(value, source)
     session.guard(GuardKind.TYPE, source, type(value))
     return UserObjectVariable(value, source)
 
@@ -197,6 +204,8 @@ def _trusted(value: Any) -> Variable | None:
         return BuiltinVariable(value)
     if isinstance(value, type) and value in GRAD_MODE_CLASSES:
         return GradModeClassVariable(value)
+    if value is inspect.signature or value is copy.deepcopy:
+        return BuiltinVariable(value)
     if value is torch.autocast or value is torch.amp.autocast:
         return AutocastClassVariable()
     if is_torch_function(value):

@@ -8,7 +8,10 @@ real when all its arguments are constants.
 from __future__ import annotations
 
 import builtins
+import copy
+import inspect
 import operator
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -161,6 +164,9 @@ def _len(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Var
         return ConstantVariable(len(value.tensor))
     if value.is_constant():
         return ConstantVariable(len(value.constant()))
+    length = getattr(value, "length", None)  # a new object's __len__, inlined
+    if length is not None:
+        return length(frame)
     raise Unsupported(f"len() of {value.describe()}")
 
 
@@ -290,6 +296,9 @@ def _has(value: Variable, name: str) -> bool:
 
     if isinstance(value, TensorVariable):
         return hasattr(value.tensor, name)
+    has_attribute = getattr(value, "has_attribute", None)  # an object made while capturing
+    if has_attribute is not None:
+        return bool(has_attribute(name))
     target = value.identity()
     if target is value:
         raise Unsupported(f"hasattr() on {value.describe()}")
@@ -355,8 +364,6 @@ for _name in (
     "vars",
     "globals",
     "locals",
-    "setattr",
-    "delattr",
     "open",
     "input",
     "exec",
@@ -384,3 +391,60 @@ def _sorted(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> 
     reverse = bool(kwargs["reverse"].constant()) if "reverse" in kwargs else False
     values = sorted((value.constant() for value in args[0].items(frame)), reverse=reverse)
     return ListVariable([ConstantVariable(value) for value in values])
+
+
+@_builtin(inspect.signature)
+def _signature(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """inspect.signature() of a function, method, module or class known while capturing:
+    computed for real (a Signature is immutable; the callable is guarded where it was read)."""
+    from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
+    from ember.capture.variables.modules import ModuleVariable
+
+    target = args[0]
+    options = {key: value.constant() for key, value in kwargs.items()}
+    real: Any = None
+    if isinstance(target, FunctionVariable) and target.fn is not None:
+        real = target.fn
+    elif isinstance(target, BoundMethodVariable) and isinstance(target.function, FunctionVariable):
+        if target.function.fn is not None:
+            real = types.MethodType(target.function.fn, object())  # drops the receiver
+    elif isinstance(target, ModuleVariable):
+        real = target.module
+    elif isinstance(target, BuiltinVariable):
+        real = target.fn
+    elif target.is_constant():
+        real = target.constant()
+    if real is None:
+        raise Unsupported(f"inspect.signature() of {target.describe()}")
+    try:
+        return ConstantVariable(inspect.signature(real, **options))
+    except (TypeError, ValueError) as error:
+        raise Unsupported(f"inspect.signature() that raises {type(error).__name__}") from error
+
+
+@_builtin(copy.deepcopy)
+def _deepcopy(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    from ember.capture.variables.copies import deepcopy_variable
+
+    if len(args) != 1 or kwargs:
+        raise Unsupported("copy.deepcopy() with a memo")
+    return deepcopy_variable(frame, args[0])
+
+
+@_builtin(setattr)
+def _setattr(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """setattr(obj, name, value): as `obj.name = value` (a side effect where it must be)."""
+    target, name, value = args
+    target.setattr(frame, name.constant(), value)
+    return ConstantVariable(None)
+
+
+@_builtin(delattr)
+def _delattr(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """delattr() of an object made or copied while capturing (no one else sees it)."""
+    target, name = args
+    remove = getattr(target, "delattr", None)
+    if remove is None:
+        raise Unsupported(f"delattr() of {target.describe()}")
+    remove(name.constant())
+    return ConstantVariable(None)

@@ -5,6 +5,8 @@ devices, torch.Size, slices, ranges, classes). Their operations run for real.
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,8 +33,12 @@ CONSTANT_TYPES: tuple[type, ...] = (
     torch.layout,
     torch.memory_format,
     torch.Size,
+    torch.finfo,
+    torch.iinfo,
     slice,
     range,
+    inspect.Signature,
+    inspect.Parameter,
 )
 
 
@@ -77,6 +83,10 @@ class ConstantVariable(Variable):
             attribute = getattr(self.value, name)
         except AttributeError as error:
             raise Unsupported(f"reading a missing attribute ({error})") from error
+        if isinstance(attribute, types.MappingProxyType) and isinstance(
+            self.value, inspect.Signature
+        ):
+            return ConstantVariable(attribute)  # Signature.parameters: read-only Parameters
         if callable(attribute) and not isinstance(attribute, type):
             from ember.capture.variables.builtins import BuiltinVariable
 
@@ -109,7 +119,19 @@ class ConstantVariable(Variable):
         fields = getattr(self.value, "_fields", None)
         if isinstance(self.value, type) and issubclass(self.value, tuple) and fields is not None:
             return _make_namedtuple(self.value, fields, args, kwargs)
+        if self.value in (torch.finfo, torch.iinfo):
+            # Immutable facts about a dtype: a constant, as under torch.compile.
+            real_args = [arg.constant() for arg in args]
+            real_kwargs = {key: arg.constant() for key, arg in kwargs.items()}
+            return ConstantVariable(self.value(*real_args, **real_kwargs))
         if isinstance(self.value, type):
+            from ember.capture.variables import new_objects
+
+            if new_objects.can_construct(self.value):
+                return new_objects.construct(frame, self.value, args, kwargs)
+            stateless = new_objects.stateless_module(frame, self.value, args, kwargs)
+            if stateless is not None:
+                return stateless
             raise Unsupported.of("object-construction", name=self.value.__qualname__)
         raise Unsupported(f"calling {self.describe()}")
 

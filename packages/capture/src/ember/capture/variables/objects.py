@@ -4,7 +4,9 @@ attributes are read (and guarded) from the source, and their methods are inlined
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ember.capture.guards.source import AttrSource, Source
@@ -42,12 +44,23 @@ class UserObjectVariable(Variable):
             return written
         if name == "__class__":
             return ConstantVariable(type(self.value))
+        if isinstance(self.value, logging.Logger) and name in LOG_METHODS and self.source:
+            return LogCallVariable(self, name)
         instance = getattr(self.value, "__dict__", {})
         if name in instance and self.source is not None:
             return wrap(frame, instance[name], AttrSource(self.source, name))
         try:
             static = inspect.getattr_static(type(self.value), name)
         except AttributeError as error:
+            if self.source is not None and _custom_lookup(type(self.value)):
+                # A class whose own __getattribute__/__getattr__ finds it (a transformers
+                # config's attribute_map): read for real, guarded on the value found.
+                try:
+                    found = getattr(self.value, name)
+                except AttributeError:
+                    pass
+                else:
+                    return wrap(frame, found, AttrSource(self.source, name))
             raise Unsupported(
                 f"reading the missing attribute {name!r} of {self.describe()}"
             ) from error
@@ -60,6 +73,11 @@ class UserObjectVariable(Variable):
             return FunctionVariable.of(frame, static.fget, None).call(frame, [self], {})
         if inspect.isfunction(static):
             return BoundMethodVariable(FunctionVariable.of(frame, static, None), self)
+        if (
+            inspect.isgetsetdescriptor(static) or inspect.ismemberdescriptor(static)
+        ) and self.source is not None:
+            # A C-level attribute or a __slots__ entry: read for real, guarded.
+            return wrap(frame, getattr(self.value, name), AttrSource(self.source, name))
         if inspect.ismethoddescriptor(static) and callable(static) and self.source is not None:
             return OpaqueMethodVariable(self, name)
         return wrap_result(frame, static)
@@ -77,6 +95,34 @@ class UserObjectVariable(Variable):
             return None
         return BoundMethodVariable(FunctionVariable.of(frame, static, None), self)
 
+    def length(self, frame: Frame) -> Variable:
+        """len(): the class's `__len__`, when written in Python, inlined."""
+        method = self.python_method(frame, "__len__")
+        if method is None:
+            raise Unsupported(f"len() of {self.describe()}")
+        return method.call(frame, [], {})
+
+    def items(self, frame: Frame) -> list[Variable]:
+        """Iteration by the sequence protocol (`collections.abc.Sequence.__iter__`, or no
+        `__iter__` at all): `__getitem__` for each index below `__len__`, both inlined."""
+        cls = self.python_type()
+        iterate = inspect.getattr_static(cls, "__iter__", None)
+        getitem = self.python_method(frame, "__getitem__")
+        if iterate not in (None, collections.abc.Sequence.__iter__) or getitem is None:
+            raise Unsupported(f"iterating over {self.describe()}")
+        count = self.length(frame).constant()
+        return [getitem.call(frame, [ConstantVariable(i)], {}) for i in range(count)]
+
+    def truth(self, frame: Frame) -> bool:
+        """`if obj:` as Python decides it: `__bool__`, else `__len__`, else true."""
+        for name in ("__bool__", "__len__"):
+            method = self.python_method(frame, name)
+            if method is not None:
+                return method.call(frame, [], {}).truth(frame)
+            if inspect.getattr_static(self.python_type(), name, None) is not None:
+                raise Unsupported(f"using {self.describe()} as a condition")
+        return True
+
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         """Replayed after the graph; a frozen dataclass refuses, as it would in Python."""
         params = getattr(type(self.value), "__dataclass_params__", None)
@@ -86,6 +132,34 @@ class UserObjectVariable(Variable):
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported.of("opaque-call", name=self.describe())
+
+
+# Logger methods replayed after the graph instead of breaking it (their result is None).
+LOG_METHODS = frozenset(
+    ("debug", "info", "warning", "warn", "error", "critical", "exception", "log")
+) | {"warning_once", "info_once", "warning_advice"}  # transformers' additions
+
+
+class LogCallVariable(Variable):
+    """`logger.warning(...)`: recorded as a side effect, replayed after the graph."""
+
+    def __init__(self, owner: UserObjectVariable, name: str) -> None:
+        self.owner = owner
+        self.name = name
+
+    def describe(self) -> str:
+        return f"Logger.{self.name}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        frame.session.side_effects.record_call(self.owner, self.name, list(args), dict(kwargs))
+        return ConstantVariable(None)
+
+
+def _custom_lookup(cls: type) -> bool:
+    return any(
+        inspect.isfunction(inspect.getattr_static(cls, hook, None))
+        for hook in ("__getattribute__", "__getattr__")
+    )
 
 
 class OpaqueMethodVariable(Variable):
