@@ -109,7 +109,44 @@ def _batch_norm(target: str, outputs: int) -> FunctionalRule:
     return rule
 
 
+def _batch_norm_with_update(
+    args: list[Any], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[int, Any]]:
+    """`_batch_norm_with_update` writes running_mean and running_var (arguments 3 and 4)."""
+    *results, new_mean, new_var = aten._batch_norm_with_update_functional.default(*args, **kwargs)
+    return tuple(results), {3: new_mean, 4: new_var}
+
+
+def _rrelu_with_noise(
+    args: list[Any], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[int, Any]]:
+    """`rrelu_with_noise` writes the slopes it drew into `noise` (argument 1). In training,
+    out = self * noise: autograd's formula for `rrelu_with_noise_functional` differentiates
+    with the noise it was given, not the slopes it drew (torch 2.13), so only the slopes come
+    from it."""
+    training = args[4] if len(args) > 4 else kwargs.get("training", False)
+    if not training:
+        out, noise = aten.rrelu_with_noise_functional.default(*args, **kwargs)
+        return (out,), {1: noise}
+    with torch.no_grad():
+        _, noise = aten.rrelu_with_noise_functional.default(*args, **kwargs)
+    return (aten.mul.Tensor(args[0], noise),), {1: noise}
+
+
+def _copy(args: list[Any], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[int, Any]]:
+    """`dst.copy_(src)`: dst's new value is src in dst's dtype and device, broadcast to its
+    shape. Built from differentiable ops: autograd has no derivative for `aten::copy`."""
+    dst, src = args[0], args[1]
+    new = aten._to_copy.default(src, dtype=dst.dtype, device=dst.device)
+    if tuple(new.shape) != tuple(dst.shape):
+        new = aten.clone.default(aten.expand.default(new, list(dst.shape)))
+    return (new,), {0: new}
+
+
 FUNCTIONAL_RULES: dict[str, FunctionalRule] = {
+    "aten::copy_.default": _copy,
+    "aten::_batch_norm_with_update.default": _batch_norm_with_update,
+    "aten::rrelu_with_noise.default": _rrelu_with_noise,
     "aten::native_batch_norm.default": _batch_norm("aten::native_batch_norm.default", 3),
     "aten::_native_batch_norm_legit.default": _batch_norm(
         "aten::_native_batch_norm_legit.default", 3

@@ -47,6 +47,20 @@ _UNSUPPORTED_WRITES = frozenset(
 )
 
 
+# In-place view ops change which elements a tensor names (its sizes and strides), not any
+# values: each replays as its out-of-place view, and the tensor's new name is that view.
+_INPLACE_VIEWS = {
+    "aten::squeeze_.default": "aten::squeeze.default",
+    "aten::squeeze_.dim": "aten::squeeze.dim",
+    "aten::squeeze_.dims": "aten::squeeze.dims",
+    "aten::unsqueeze_.default": "aten::unsqueeze.default",
+    "aten::transpose_.default": "aten::transpose.int",
+    "aten::t_.default": "aten::t.default",
+    "aten::as_strided_.default": "aten::as_strided.default",
+    "aten::detach_.default": "aten::detach.default",
+}
+
+
 class _KeepGradient(torch.autograd.Function):
     """The values of `new` with the autograd history of `old` (gradients pass straight to it)."""
 
@@ -221,13 +235,20 @@ class FunctionalReplay:
         rule = FUNCTIONAL_RULES.get(node.target)
         args = [self._bind(a) for a in node.args]
         kwargs = {key: self._bind(a) for key, a in node.kwargs.items()}
+        schema = op_schema(node.target)
         if rule is not None:
             results, writes = rule(args, kwargs)
-            for position, new in writes.items():
-                self._write(node, _argument(node, position), new)
-            self._fresh_outputs(node, results)
+            written = {p: self._write(node, _argument(node, p), new) for p, new in writes.items()}
+            returns = list(schema.returns) if schema is not None else []
+            for index, (output, produced) in enumerate(zip(node.outputs, results)):
+                position = (
+                    aliased_position(schema, returns[index]) if index < len(returns) else None
+                )
+                if position in written and isinstance(output, Value):  # copy_ returns dst
+                    self._alias(output.name, _argument(node, position).name, written[position])
+                else:
+                    self._fresh_outputs_of(node, output, produced)
             return
-        schema = op_schema(node.target)
         written = _written_positions(schema) if schema is not None else []
         if not written:
             result = call(node.target, args, kwargs)
@@ -243,6 +264,12 @@ class FunctionalReplay:
         args: list[Any],
         kwargs: dict[str, Any],
     ) -> None:
+        view = _INPLACE_VIEWS.get(node.target)
+        base = node.args[0] if node.args else None
+        # on an input, the caller's tensor would change shape: that is refused below
+        if view is not None and not (isinstance(base, Ref) and self._is_input(base.name)):
+            self._inplace_view(node, view, args, kwargs)
+            return
         op = _tags(node.target)
         if torch.Tag.inplace_view in op or node.target in _UNSUPPORTED_WRITES:
             raise FunctionalizationError(
@@ -276,6 +303,20 @@ class FunctionalReplay:
             ref = _argument(node, position)
             new = self._write(node, ref, results[index])
             self._alias(output.name, ref.name, new)
+
+    def _inplace_view(self, node: Node, view: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """`x.squeeze_()` and friends: the result (x's new name) is the view of x's value."""
+        (output,) = node.outputs
+        base = node.args[0]
+        if not isinstance(output, Value) or not isinstance(base, Ref):
+            raise FunctionalizationError(f"{_where(node)}{node.target} on a non-tensor")
+        produced = call(view, args, kwargs)
+        step = ViewStep(view, tuple(node.args), tuple(node.kwargs.items()), 0, None)
+        root = self.root[base.name]
+        self.root[output.name] = root
+        self.steps[output.name] = (*self.steps[base.name], step)
+        self.cache[output.name] = (self.version[root], produced)
+        self._note(produced)
 
     def _write(self, node: Node, ref: Any, new: Any) -> Any:
         if not isinstance(ref, Ref):
@@ -336,6 +377,8 @@ class FunctionalReplay:
             self.cache[name] = (self.version[self.root[name]], value)
 
     def _pure_outputs(self, node: Node, schema: Any, result: Any) -> None:
+        if not node.outputs:  # a check (aten::_linalg_check_errors): recorded, returns None
+            return
         results = (result,) if len(node.outputs) == 1 else tuple(result)
         returns = list(schema.returns) if schema is not None else []
         for index, (output, produced) in enumerate(zip(node.outputs, results)):
@@ -372,13 +415,12 @@ class FunctionalReplay:
             return
         self.bind(value.name, produced)
 
-    def _fresh_outputs(self, node: Node, results: tuple[Any, ...]) -> None:
-        for output, produced in zip(node.outputs, results):
-            if isinstance(output, Value):
-                self._output(node, output, produced, None, None, None)
-            elif isinstance(output, list):
-                for value, item in zip(output, produced):
-                    self._output(node, value, item, None, None, None)
+    def _fresh_outputs_of(self, node: Node, output: Any, produced: Any) -> None:
+        if isinstance(output, Value):
+            self._output(node, output, produced, None, None, None)
+        elif isinstance(output, list):
+            for value, item in zip(output, produced):
+                self._output(node, value, item, None, None, None)
 
     # ---- helpers -------------------------------------------------------------------------
 
