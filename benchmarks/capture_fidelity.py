@@ -131,13 +131,16 @@ def _seq2seq(config_name: str, **config: Any) -> Callable[[], tuple[nn.Module, I
 
 
 def _vision(
-    config_name: str, size: int = 32, **config: Any
+    config_name: str, size: int = 32, model_class: str = "", **config: Any
 ) -> Callable[[], tuple[nn.Module, Inputs, Inputs]]:
     def build() -> tuple[nn.Module, Inputs, Inputs]:
         import transformers
 
         cfg = getattr(transformers, config_name)(num_labels=3, **config)
-        model = transformers.AutoModelForImageClassification.from_config(cfg)
+        if model_class:
+            model = getattr(transformers, model_class)(cfg)
+        else:
+            model = transformers.AutoModelForImageClassification.from_config(cfg)
         pixels = torch.randn(2, 3, size, size, generator=torch.Generator().manual_seed(0))
         return model, {"pixel_values": pixels}, {"labels": torch.tensor([0, 2])}
 
@@ -330,7 +333,11 @@ TRANSFORMERS_CASES: list[ModelCase] = [
     ModelCase("pegasus", "transformers", _seq2seq("PegasusConfig", **_BARTLIKE)),
     ModelCase("marian", "transformers", _seq2seq("MarianConfig", **_BARTLIKE)),
     ModelCase("vit", "transformers", _vision("ViTConfig", **_VIT)),
-    ModelCase("deit", "transformers", _vision("DeiTConfig", **_VIT)),
+    ModelCase(
+        "deit",
+        "transformers",
+        _vision("DeiTConfig", model_class="DeiTForImageClassification", **_VIT),
+    ),
     ModelCase(
         "swin",
         "transformers",
@@ -350,7 +357,9 @@ TRANSFORMERS_CASES: list[ModelCase] = [
     ModelCase(
         "convnext",
         "transformers",
-        _vision("ConvNextConfig", hidden_sizes=[8, 16], depths=[1, 1], drop_path_rate=0.0),
+        _vision(
+            "ConvNextConfig", num_stages=2, hidden_sizes=[8, 16], depths=[1, 1], drop_path_rate=0.0
+        ),
     ),
     ModelCase(
         "resnet",
