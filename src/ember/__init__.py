@@ -1,7 +1,7 @@
 """ember: makes PyTorch programs fast without changing them.
 
 The umbrella package: it re-exports the public API of `ember.prims` and `ember.capture`
-(`ember.compile`, `ember.trace`, ...), and extends `__path__` so that the layer portions of
+(`ember.compile`, `ember.trace`, ...) and `ember.cudagraph_mark_step_begin`, and extends `__path__` so that the layer portions of
 the `ember` namespace stay importable when the layers are installed from separate wheels or
 as editable source trees.
 """
@@ -30,6 +30,11 @@ def _reexport() -> list[str]:
 
 
 __all__ = _reexport()
+
+# torch.compiler.cudagraph_mark_step_begin's counterpart (ember-runtime's CUDA graph trees)
+from ember.runtime.cudagraphs.step import mark_step_begin as cudagraph_mark_step_begin  # noqa: E402
+
+__all__ += ["cudagraph_mark_step_begin"]
 
 
 def __getattr__(name: str) -> Any:

@@ -2,7 +2,9 @@
 
 Inference (no input needs a gradient, or grad mode is off) compiles the Graph directly. For
 training it hands the Graph to ember-autodiff's `aot`, with inductor compiling both the
-forward and the backward Graph.
+forward and the backward Graph. `mode="reduce-overhead"` (and "max-autotune", as in
+torch.compile) replays the compiled graphs as CUDA graphs from ember-runtime's tree: the
+training forward and its backward join one tree, with parameters and buffers read in place.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from typing import Any
 
 import torch
 
+from ember.inductor.compiled import CompiledGraph
 from ember.inductor.config import InductorConfig
-from ember.inductor.pipeline import compile_graph
+from ember.inductor.pipeline import compile_graph, graph_device
 from ember.prims import Graph, Interpreter, autocast_disabled
 from ember.prims.config import load
 from ember.prims.logs import topic_logger
+from ember.runtime.cudagraphs import FunctionMode, GraphFunction
 
 perf_hints = topic_logger("perf_hints")
 logger = logging.getLogger("ember.inductor")
@@ -31,6 +35,8 @@ MODES: dict[str, dict[str, Any]] = {
     "max-autotune": {"max_autotune": True},
     "max-autotune-no-cudagraphs": {"max_autotune": True},
 }
+# modes whose compiled graphs replay as CUDA graphs (torch.compile's choice)
+CUDAGRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
 
 
 def inductor(
@@ -51,14 +57,67 @@ def inductor(
         return compile_graph(graph, example_inputs, config=config)
 
     with autocast_disabled():  # the Graph holds autocast's casts already
+        if mode in CUDAGRAPH_MODES:
+            return _compile_for_mode(graph, example_inputs, _compile, _CudaGraphs(graph))
         return _compile_for_mode(graph, example_inputs, _compile)
+
+
+class _CudaGraphs:
+    """Puts each compiled graph of one captured Graph on the CUDA graph tree. Tensors of the
+    captured Graph's constants (parameters, buffers) are static inputs. autodiff compiles a
+    training forward and then its backward: compiling a backward marks the forward before it
+    as a training forward, whose backward the tree waits for before a new step."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.state = {id(t) for t in graph.constants.values()}
+        self.forward: GraphFunction | None = None
+
+    def inference(
+        self, compile_fn: Callable[[Graph, Sequence[Any]], Callable[..., Any]]
+    ) -> Callable[[Graph, Sequence[Any]], Callable[..., Any]]:
+        def compile_forward(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+            compiled = compile_fn(graph, example_inputs)
+            self.forward = self._use(compiled, graph, example_inputs, FunctionMode.INFERENCE)
+            return compiled
+
+        return compile_forward
+
+    def backward(
+        self, compile_fn: Callable[[Graph, Sequence[Any]], Callable[..., Any]]
+    ) -> Callable[[Graph, Sequence[Any]], Callable[..., Any]]:
+        def compile_backward(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+            if self.forward is not None:
+                self.forward.mode = FunctionMode.FORWARD
+                self.forward = None
+            compiled = compile_fn(graph, example_inputs)
+            self._use(compiled, graph, example_inputs, FunctionMode.BACKWARD)
+            return compiled
+
+        return compile_backward
+
+    def _use(
+        self, compiled: Any, graph: Graph, example_inputs: Sequence[Any], mode: FunctionMode
+    ) -> GraphFunction | None:
+        if not isinstance(compiled, CompiledGraph):
+            return None
+        static = {
+            i
+            for i, t in enumerate(example_inputs)
+            if id(t) in self.state or isinstance(t, torch.nn.Parameter)
+        }
+        return compiled.use_cudagraphs(graph_device(graph), static, mode)
 
 
 def _compile_for_mode(
     graph: Graph,
     example_inputs: Sequence[Any],
     compile_fn: Callable[[Graph, Sequence[Any]], Callable[..., Any]],
+    cudagraphs: _CudaGraphs | None = None,
 ) -> Callable[..., Any]:
+    bw_fn = compile_fn
+    if cudagraphs is not None:
+        bw_fn = cudagraphs.backward(compile_fn)
+        compile_fn = cudagraphs.inference(compile_fn)
     if torch.is_grad_enabled() and _needs_grad(graph, example_inputs):
         aot = _aot()
         if aot is None:
@@ -68,7 +127,7 @@ def _compile_for_mode(
                 graph.name,
             )
             return Interpreter(graph)
-        return aot(graph, example_inputs, fw_compiler=compile_fn, bw_compiler=compile_fn)
+        return aot(graph, example_inputs, fw_compiler=compile_fn, bw_compiler=bw_fn)
     return compile_fn(graph, example_inputs)
 
 

@@ -1,10 +1,11 @@
 """`CompiledGraph`: the callable a compile returns. It takes the user inputs as
 `ember.prims.run(graph, ...)` does, binds state inputs from the Graph's constants, runs the
-wrapper, and rebuilds the output structure."""
+wrapper (or, with `use_cudagraphs`, replays it from ember-runtime's CUDA graph tree), and
+rebuilds the output structure."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import torch
@@ -19,6 +20,8 @@ from ember.prims import (
     tree_flatten,
     tree_unflatten,
 )
+from ember.prims.ops import op_schema
+from ember.runtime.cudagraphs import FunctionMode, GraphFunction, cudagraphify
 
 
 class CompiledGraph:
@@ -26,7 +29,7 @@ class CompiledGraph:
 
     def __init__(self, graph: Graph, call: Callable[[list[Any]], tuple[Any, ...]], source: str,
                  module: str, kernel_count: int) -> None:  # fmt: skip
-        self.call = call
+        self.call: Callable[[list[Any]], Sequence[Any]] = call
         self.source = source
         self.module = module
         self.kernel_count = kernel_count
@@ -50,6 +53,36 @@ class CompiledGraph:
         self._flat_outputs = self.out_spec.kind == "tuple" and all(
             child.kind == "leaf" for child in self.out_spec.children
         )
+
+    def use_cudagraphs(
+        self,
+        device: torch.device,
+        static_leaves: Collection[int] = (),
+        mode: FunctionMode = FunctionMode.INFERENCE,
+    ) -> GraphFunction | None:
+        """Run from now on through the CUDA graph tree of `device` (mode="reduce-overhead").
+        Parameters and buffers bound from the Graph, and the user inputs at `static_leaves`
+        (indices into the flat inputs, e.g. a training forward's parameters), are read in
+        place; the others are copied into the graph's own inputs. Returns the tree's record
+        of this graph (its `mode` can be changed later), or None if it runs without graphs."""
+        static = {position for position, _ in self._state}
+        static |= {
+            position
+            for leaf, position in enumerate(self._user_positions)
+            if leaf in static_leaves and position is not None
+        }
+        call = cudagraphify(
+            self.call,
+            name=self._graph.name,
+            device=device,
+            static_positions=static,
+            mutated_positions=mutated_inputs(self._graph),
+            mode=mode,
+            host_tensor_at=host_tensor_at(self._graph) if device.type == "cuda" else None,
+        )
+        self.call = call
+        function = getattr(call, "function", None)
+        return function if isinstance(function, GraphFunction) else None
 
     def __call__(self, *inputs: Any) -> Any:
         leaves = inputs if self._flat_inputs else tree_flatten(inputs)[0]
@@ -96,6 +129,72 @@ class CompiledGraph:
                 f"`model.to({str(spec.device)!r})`), so every tensor is on one device."
             )
         return None
+
+
+def host_tensor_at(graph: Graph) -> str | None:
+    """Where a node of a CUDA Graph copies a CPU tensor to the device (a CUDA graph cannot
+    capture that copy), as `op at file:line`; None if no node does. CPU scalars that an op
+    reads as a number are fine and not reported."""
+    specs = graph.values()
+    for node in graph.nodes:
+        if "copy" not in node.target and "::to." not in node.target:
+            continue
+        to_device = any(
+            isinstance(v.spec, TensorSpec) and v.spec.device.type == "cuda"
+            for v in node.output_values()
+        )
+        from_host = any(
+            isinstance(leaf, Ref) and _on_cpu(specs[leaf.name].spec)
+            for leaf in tree_flatten([node.args, node.kwargs])[0]
+            if isinstance(leaf, Ref) and leaf.name in specs
+        )
+        if to_device and from_host:
+            where = f" at {node.source.short()}" if node.source is not None else ""
+            return f"{node.target}{where}"
+    return None
+
+
+def _on_cpu(spec: Any) -> bool:
+    return isinstance(spec, TensorSpec) and spec.device.type == "cpu"
+
+
+def mutated_inputs(graph: Graph) -> set[int]:
+    """Positions of the Graph inputs some node writes to, directly or through a view."""
+    roots = {graph_input.value.name: i for i, graph_input in enumerate(graph.inputs)}
+    written: set[int] = set()
+    for node in graph.nodes:
+        try:
+            schema = op_schema(node.target)
+        except (KeyError, ValueError):
+            continue
+        if schema is None:
+            continue
+        arguments = list(zip(schema.arguments, node.args))
+        arguments += [(a, node.kwargs[a.name]) for a in schema.arguments if a.name in node.kwargs]
+        for argument, value in arguments:
+            alias = argument.alias_info
+            if alias is None:
+                continue
+            for leaf in tree_flatten([value])[0]:
+                if isinstance(leaf, Ref) and leaf.name in roots:
+                    if alias.is_write:
+                        written.add(roots[leaf.name])
+                    _alias_outputs(schema, node, alias, roots[leaf.name], roots)
+    return written
+
+
+def _alias_outputs(
+    schema: torch.FunctionSchema, node: Any, alias: Any, root: int, roots: dict[str, int]
+) -> None:
+    """Outputs that alias an argument (views, in-place results) stand for the same input."""
+    for returned, output in zip(schema.returns, node.outputs):
+        info = returned.alias_info
+        if info is None or not (info.before_set & alias.before_set):
+            continue
+        for value in output if isinstance(output, list) else [output]:
+            name = getattr(value, "name", None)
+            if isinstance(name, str):
+                roots[name] = root
 
 
 def _first_use(graph: Graph, name: str) -> str:

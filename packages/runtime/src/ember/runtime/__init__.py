@@ -9,6 +9,8 @@ imported only when used); CUDA graph trees come next (see the package README).
 from ember.runtime.cache.key import artifact_key
 from ember.runtime.cache.store import ArtifactCache, CacheStats, default_cache_root
 from ember.runtime.config import RuntimeConfig
+from ember.runtime.cudagraphs import CudaGraphTree, FunctionMode, cudagraphify
+from ember.runtime.cudagraphs import mark_step_begin as cudagraph_mark_step_begin
 from ember.runtime.errors import (
     CacheKeyError,
     CorruptEntryError,
@@ -34,7 +36,9 @@ __all__ = [
     "CacheKeyError",
     "CacheStats",
     "CorruptEntryError",
+    "CudaGraphTree",
     "EmberRuntimeError",
+    "FunctionMode",
     "KernelArgumentError",
     "KernelDeviceError",
     "KernelSignatureError",
@@ -46,6 +50,8 @@ __all__ = [
     "artifact_key",
     "compile_kernels",
     "cuda_target",
+    "cudagraph_mark_step_begin",
+    "cudagraphify",
     "default_cache_root",
     "load_shared_library",
     "load_triton_module",

@@ -28,3 +28,19 @@ class RuntimeConfig:
         "1 compiles in the calling process.",
         cache_key=False,
     )
+
+    cudagraph_max_recordings: int = setting(
+        8,
+        env="EMBER_CUDAGRAPH_MAX_RECORDINGS",
+        help="CUDA graphs recorded per compiled graph (one per input shape or moved "
+        "parameter) before further new shapes run without CUDA graphs (mode='reduce-overhead').",
+        cache_key=False,
+    )
+
+    cudagraph_max_depth: int = setting(
+        32,
+        env="EMBER_CUDAGRAPH_MAX_DEPTH",
+        help="Graphs recorded one after another within a step of a CUDA graph tree before "
+        "further ones run without CUDA graphs (a step whose backward never comes).",
+        cache_key=False,
+    )

@@ -1,0 +1,346 @@
+"""Per-call overhead and CUDA graph trees: ember next to eager and torch.compile.
+
+    python -m benchmarks.cudagraph_overhead gpt2 [--json PATH]
+    python -m benchmarks.cudagraph_overhead train --model hf_gpt2 [--size small] [--json PATH]
+    python -m benchmarks.cudagraph_overhead profile --model hf_gpt2 [--size small] [--json PATH]
+
+`gpt2`: GPT-2 small at batch 1 x 64 tokens, inference under bf16 autocast, in one process:
+eager, torch.compile default and reduce-overhead, ember default and reduce-overhead. Each is
+warmed up, then timed two ways: `throughput_ms` (200 steps back to back, one synchronize;
+what a serving loop sees) and `latency_ms` (median of steps each followed by a synchronize).
+`train`: training steps (forward, backward, SGD) of one suite model with reduce-overhead:
+ember and torch.compile against eager (loss and gradients after the steps) and the peak
+memory of the steps after warm-up. `profile`: default mode, wall time per step against the
+GPU kernel time the torch profiler records, and device-to-device copies per step.
+Needs CUDA; not part of CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+for source in ("src", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "packages").glob("*/src"))):
+    if str(ROOT / source) not in sys.path:
+        sys.path.insert(0, str(ROOT / source))
+
+import torch  # noqa: E402
+
+DEVICE = torch.device("cuda")
+
+
+def _ember_compile(module: torch.nn.Module, mode: str | None = None) -> Any:
+    """ember.compile with ember-inductor passed by object (no installed entry point needed)."""
+    import ember
+    from ember.inductor.backend import inductor
+
+    return ember.compile(module, backend=inductor, mode=mode)
+
+
+def _gpt2_inference() -> tuple[torch.nn.Module, torch.Tensor]:
+    import transformers
+
+    from benchmarks.models.workload import KeywordAdapter
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    config._attn_implementation = "sdpa"
+    gpt2 = transformers.GPT2LMHeadModel(config)
+    model = KeywordAdapter(gpt2, ("input_ids",), "logits")
+    tokens = torch.randint(0, config.vocab_size, (1, 64), device=DEVICE)
+    return model.eval().to(DEVICE), tokens
+
+
+def _time(step: Callable[[], Any], steps: int = 200) -> dict[str, float]:
+    for _ in range(10):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    throughput = (time.perf_counter() - start) / steps * 1e3
+    samples = []
+    for _ in range(50):
+        begin = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - begin) * 1e3)
+    return {"throughput_ms": throughput, "latency_ms": statistics.median(samples)}
+
+
+def run_gpt2() -> dict[str, Any]:
+    model, tokens = _gpt2_inference()
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16)
+    variants: dict[str, Callable[..., Any]] = {
+        "eager": model,
+        "torch.compile default": torch.compile(model),
+        "torch.compile reduce-overhead": torch.compile(model, mode="reduce-overhead"),
+        "ember default": _ember_compile(model),
+        "ember reduce-overhead": _ember_compile(model, mode="reduce-overhead"),
+    }
+    with torch.no_grad(), autocast:
+        reference = model(tokens).float()
+    rows: dict[str, Any] = {}
+    for name, fn in variants.items():
+        row: dict[str, Any] = {}
+        try:
+            with torch.no_grad(), autocast:
+                start = time.perf_counter()
+                first = fn(tokens)
+                torch.cuda.synchronize()
+                row["first_call_s"] = time.perf_counter() - start
+                row["max_abs_diff"] = (first.float() - reference).abs().max().item()
+                row.update(_time(lambda fn=fn: fn(tokens)))
+                out = fn(tokens)
+                row["max_abs_diff_steady"] = (out.float() - reference).abs().max().item()
+        except Exception as error:  # report and go on to the next variant
+            row["error"] = f"{type(error).__name__}: {error}"[:2000]
+        rows[name] = row
+        print(name, row, flush=True)
+    ours = rows["ember reduce-overhead"].get("throughput_ms")
+    theirs = rows["torch.compile reduce-overhead"].get("throughput_ms")
+    if ours and theirs:
+        rows["ratio_throughput"] = ours / theirs
+        rows["ratio_latency"] = (
+            rows["ember reduce-overhead"]["latency_ms"]
+            / rows["torch.compile reduce-overhead"]["latency_ms"]
+        )
+    rows["ember_tree"] = _tree_stats()
+    rows["ember_profile"] = _python_profile(lambda: variants["ember reduce-overhead"](tokens))
+    return rows
+
+
+def _python_profile(step: Callable[[], Any], steps: int = 100) -> list[str]:
+    """The functions where a steady-state step spends its Python time (cProfile, tottime)."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        profiler.enable()
+        for _ in range(steps):
+            step()
+        profiler.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(30)
+    return text.getvalue().splitlines()
+
+
+def _tree_stats() -> list[dict[str, int]]:
+    from ember.runtime.cudagraphs import trees
+
+    return [
+        {"nodes": t.node_count(), "replays": t.replays, "eager_runs": t.eager_runs} for t in trees()
+    ]
+
+
+def _workload(model: str, size: str, mode: str) -> Any:
+    from benchmarks.models import huggingface
+
+    builders = {spec.name: spec.build for spec in huggingface.SPECS}
+    torch.manual_seed(0)
+    workload = builders[model](size, mode)
+    workload.module.to(DEVICE)
+    workload.inputs = tuple(t.to(DEVICE) for t in workload.inputs)
+    return workload
+
+
+def _train_steps(
+    model: str, size: str, compile_fn: Callable[[torch.nn.Module], Any] | None, steps: int
+) -> dict[str, Any]:
+    workload = _workload(model, size, "training")
+    module = workload.module
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    run = compile_fn(module) if compile_fn is not None else module
+    opt = torch.optim.SGD(module.parameters(), lr=1e-3)
+    losses = []
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = run(*workload.inputs)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach().float().item())
+
+    start = time.perf_counter()
+    for _ in range(3):  # warm-up and recording
+        step()
+    torch.cuda.synchronize()
+    warm_s = time.perf_counter() - start
+    warm_peak = torch.cuda.max_memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(steps):
+        begin = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - begin) * 1e3)
+    peak = torch.cuda.max_memory_allocated()
+    resident = torch.cuda.memory_allocated()
+    reserved_peak = torch.cuda.max_memory_reserved()
+    # gradients of one more step, for the comparison with eager
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = run(*workload.inputs)
+    loss.backward()
+    grads = [p.grad.detach().float().clone() for p in module.parameters() if p.grad is not None]
+    return {
+        "losses": losses,
+        "grads": grads,
+        "warmup_s": warm_s,
+        "step_ms": statistics.median(times),
+        "peak_mb": (max(peak, warm_peak) - base) / 2**20,  # above the model and its inputs
+        "steady_peak_mb": (peak - base) / 2**20,  # over the timed steps (pools included)
+        "resident_mb": (resident - base) / 2**20,  # held between steps (pools included)
+        "reserved_peak_mb": reserved_peak / 2**20,  # the caching allocator's, pools included
+    }
+
+
+def _release() -> None:
+    """Free what a variant's compiler holds (graph pools included) before the next one."""
+    import gc
+
+    torch._dynamo.reset()  # benchmarks may reset the peer
+    from ember.runtime.cudagraphs import reset_trees
+
+    reset_trees()
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def run_train(model: str, size: str, steps: int, only: str | None = None) -> dict[str, Any]:
+    variants: dict[str, Callable[[torch.nn.Module], Any] | None] = {
+        "eager": None,
+        "torch.compile reduce-overhead": lambda m: torch.compile(m, mode="reduce-overhead"),
+        "ember reduce-overhead": lambda m: _ember_compile(m, mode="reduce-overhead"),
+    }
+    if only:
+        keep = ["eager", *only.split(",")]  # eager is the reference
+        variants = {k: v for k, v in variants.items() if k in keep}
+    results: dict[str, Any] = {"model": model, "size": size}
+    reference: dict[str, Any] | None = None
+    for name, compile_fn in variants.items():
+        try:
+            out = _train_steps(model, size, compile_fn, steps)
+        except Exception as error:
+            results[name] = {"error": f"{type(error).__name__}: {error}"[:2000]}
+            print(name, results[name], flush=True)
+            continue
+        grads = out.pop("grads")
+        if reference is None:
+            reference = {"grads": grads, "losses": out["losses"]}
+        else:
+            diffs = [
+                ((g - r).norm() / (r.norm() + 1e-12)).item()
+                for g, r in zip(grads, reference["grads"])
+            ]
+            out["grad_rel_err_max"] = max(diffs) if diffs else None
+            out["grad_count"] = (len(grads), len(reference["grads"]))
+            out["loss_abs_diff_max"] = max(
+                abs(a - b) for a, b in zip(out["losses"], reference["losses"])
+            )
+        if name.startswith("ember"):
+            out["tree"] = _tree_stats()
+        results[name] = out
+        print(name, {k: v for k, v in out.items() if k != "losses"}, flush=True)
+        _release()
+    if "ember reduce-overhead" in results and "torch.compile reduce-overhead" in results:
+        ours = results["ember reduce-overhead"].get("peak_mb")
+        theirs = results["torch.compile reduce-overhead"].get("peak_mb")
+        if ours and theirs:
+            results["peak_ratio"] = ours / theirs
+    return results
+
+
+def run_profile(model: str, size: str, mode: str) -> dict[str, Any]:
+    """Default mode: wall per step vs GPU kernel time per step (torch profiler), D2D copies."""
+    from torch.profiler import ProfilerActivity, profile
+
+    results: dict[str, Any] = {"model": model, "size": size, "mode": mode}
+    for name, compile_fn in (("torch.compile", torch.compile), ("ember", _ember_compile)):
+        workload = _workload(model, size, mode)
+        run = compile_fn(workload.module)
+        grad = torch.enable_grad() if mode == "training" else torch.no_grad()
+
+        def step(run: Any = run, inputs: tuple = workload.inputs, grad: Any = grad) -> None:
+            with grad, torch.autocast("cuda", dtype=torch.bfloat16):
+                out = run(*inputs)
+            if mode == "training":
+                out.backward()
+
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        steps = 10
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            begin = time.perf_counter()
+            for _ in range(steps):
+                step()
+            torch.cuda.synchronize()
+            wall = (time.perf_counter() - begin) / steps * 1e3
+        kernel_us = 0.0
+        copies = 0
+        for event in prof.events():
+            if event.device_type == torch.autograd.DeviceType.CUDA:
+                kernel_us += event.device_time
+                if "Memcpy DtoD" in event.name:
+                    copies += 1
+        begin = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        unprofiled = (time.perf_counter() - begin) / steps * 1e3
+        results[name] = {
+            "wall_ms": unprofiled,
+            "wall_profiled_ms": wall,
+            "gpu_kernel_ms": kernel_us / steps / 1e3,
+            "dtod_copies_per_step": copies / steps,
+        }
+        results[name]["wall_over_gpu"] = unprofiled / results[name]["gpu_kernel_ms"]
+        print(name, results[name], flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("what", choices=("gpt2", "train", "profile"))
+    parser.add_argument("--model", default="hf_gpt2")
+    parser.add_argument("--size", default="small")
+    parser.add_argument("--mode", default="inference")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--variants", help="comma-separated subset of the train variants")
+    parser.add_argument("--json")
+    arguments = parser.parse_args()
+    info = {
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(),
+    }
+    if arguments.what == "gpt2":
+        result = run_gpt2()
+    elif arguments.what == "train":
+        result = run_train(arguments.model, arguments.size, arguments.steps, arguments.variants)
+    else:
+        result = run_profile(arguments.model, arguments.size, arguments.mode)
+    result["environment"] = info
+    text = json.dumps(result, indent=1, default=str)
+    if arguments.json:
+        Path(arguments.json).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""`GraphFunction`: a compiled graph handed to a CUDA graph tree, called like the graph.
+
+`cudagraphify(call, ...)` wraps a compiled graph's `call(args) -> outputs` (the calling
+convention of ember-inductor's wrappers). Each call goes through the tree of the graph's
+device, which warms it up, records it, replays it or runs it as it is, with a logged reason.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ember.runtime.cudagraphs.static_inputs import Signature
+
+_ids = itertools.count()
+
+
+class FunctionMode(enum.Enum):
+    """What a graph is to autograd: the tree starts a new step only when no backward is due."""
+
+    INFERENCE = "inference"
+    FORWARD = "forward"  # a training forward: its backward is pending until it runs
+    BACKWARD = "backward"
+
+
+@dataclass
+class GraphFunction:
+    """A compiled graph known to a tree: its id, static inputs and what the tree learnt."""
+
+    name: str
+    call: Callable[[list[Any]], Sequence[Any]]
+    static_positions: frozenset[int]
+    mode: FunctionMode = FunctionMode.INFERENCE
+    skip_reason: str | None = None  # set once: every call runs without CUDA graphs
+    id: int = field(default_factory=lambda: next(_ids))
+    warmed_up: set[Signature] = field(default_factory=set)
+    recordings: int = 0
+    logged: set[str] = field(default_factory=set)  # reason ids already logged for it
+    checked_positions: list[int] | None = None  # arguments checked for CPU tensors per call
+
+    def signature(self, args: Sequence[Any]) -> Signature:
+        """Metadata of the non-static arguments (static ones are checked by address)."""
+        static = self.static_positions
+        return tuple(
+            (arg.dtype, tuple(arg.shape), arg.stride(), arg.device)
+            if isinstance(arg, torch.Tensor)
+            else (type(arg), arg)
+            for position, arg in enumerate(args)
+            if position not in static
+        )
+
+
+class CudaGraphCall:
+    """The callable that replaces a compiled graph's `call`: `call(args) -> outputs`."""
+
+    def __init__(self, function: GraphFunction, device: torch.device) -> None:
+        from ember.runtime.cudagraphs.tree import tree_for
+
+        self.function = function
+        self.tree = tree_for(device)
+
+    def __call__(self, args: list[Any]) -> Sequence[Any]:
+        return self.tree.run(self.function, args)
+
+
+def cudagraphify(
+    call: Callable[[list[Any]], Sequence[Any]],
+    *,
+    name: str,
+    device: torch.device,
+    static_positions: Collection[int] = (),
+    mutated_positions: Collection[int] = (),
+    mode: FunctionMode = FunctionMode.INFERENCE,
+    host_tensor_at: str | None = None,
+) -> Callable[[list[Any]], Sequence[Any]]:
+    """`call` run from CUDA graphs in the tree of `device` (see the package README).
+
+    `static_positions` are the arguments that keep their address between calls (parameters
+    and buffers): they are read in place. `mutated_positions` are arguments the graph writes:
+    if one is not static, the graph runs without CUDA graphs (reason `mutated_input`), as it
+    does when `host_tensor_at` names where the graph makes a CPU tensor (`cpu_in_graph`).
+    """
+    from ember.runtime.cudagraphs.reasons import CPU_GRAPH, CPU_IN_GRAPH, MUTATED_INPUT
+    from ember.runtime.cudagraphs.tree import log_reason
+
+    static = frozenset(static_positions)
+    function = GraphFunction(name, call, static, mode)
+    if device.type != "cuda":
+        log_reason(function, CPU_GRAPH, graph=name, device=device)
+        function.skip_reason = CPU_GRAPH.id
+        return call
+    if host_tensor_at is not None:
+        log_reason(function, CPU_IN_GRAPH, graph=name, where=host_tensor_at)
+        function.skip_reason = CPU_IN_GRAPH.id
+        return call
+    written = sorted(set(mutated_positions) - static)
+    if written:
+        log_reason(function, MUTATED_INPUT, graph=name, position=written[0])
+        function.skip_reason = MUTATED_INPUT.id
+        return call
+    return CudaGraphCall(function, device)

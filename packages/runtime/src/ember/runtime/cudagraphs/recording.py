@@ -1,0 +1,111 @@
+"""Recording: the small interface between the tree and CUDA, and its CUDA implementation.
+
+The tree (plain Python bookkeeping) calls a `Recorder` to capture a graph, to make tensors
+that show a node's output memory without owning it, and to poison outputs a later replay
+overwrote. `CudaRecorder` does it with `torch.cuda.CUDAGraph`; CPU tests pass a fake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, cast
+
+import torch
+
+from ember.runtime.cudagraphs.pool import MemoryPool
+
+
+class Recording(Protocol):
+    """A captured graph: `outputs` hold its output memory; `replay()` runs it again."""
+
+    outputs: Sequence[Any]
+
+    def replay(self) -> None: ...
+
+
+class Recorder(Protocol):
+    """The CUDA calls the tree needs; everything else it does is plain Python."""
+
+    def record(self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any]) -> Recording:
+        """Capture `call(args)` and replay it once, so `outputs` hold real values."""
+        ...
+
+    def storage_alias(self, owner: torch.Tensor) -> torch.UntypedStorage:
+        """A new storage over `owner`'s memory that does not own it (freeing it frees nothing)."""
+        ...
+
+    def invalidate(self, tensor: torch.Tensor, message: str) -> None:
+        """Make every later read of `tensor`'s storage raise `message`."""
+        ...
+
+    def on_device(self, tensor: torch.Tensor) -> bool:
+        """Whether a graph can read `tensor` (False for CPU tensors)."""
+        ...
+
+
+class CaptureError(RuntimeError):
+    """The graph could not be captured (an op synchronizes or is not capturable)."""
+
+
+class CudaRecording:
+    """A `torch.cuda.CUDAGraph` and the tensors its capture allocated for its outputs."""
+
+    def __init__(self, graph: torch.cuda.CUDAGraph, outputs: Sequence[Any]) -> None:
+        self.graph = graph
+        self.outputs = outputs
+        self.replay = graph.replay  # the hot path: one attribute lookup, no extra frame
+
+
+class CudaRecorder:
+    """Records into one `MemoryPool`, on its side stream, the way torch.cuda.graph does."""
+
+    def __init__(self, pool: MemoryPool) -> None:
+        self.pool = pool
+
+    def record(self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any]) -> Recording:
+        graph = torch.cuda.CUDAGraph()
+        stream = self.pool.stream
+        current = torch.cuda.current_stream(self.pool.device)
+        stream.wait_stream(current)
+        torch.cuda.synchronize(self.pool.device)
+        with torch.cuda.stream(stream):
+            graph.capture_begin(pool=self.pool.handle, capture_error_mode="thread_local")
+            try:
+                outputs = tuple(call(args))
+            except Exception as error:
+                _end_failed_capture(graph)
+                self._fresh_pool()
+                raise CaptureError(f"{type(error).__name__}: {error}") from error
+            try:
+                graph.capture_end()
+            except Exception as error:
+                self._fresh_pool()
+                raise CaptureError(f"{type(error).__name__}: {error}") from error
+        current.wait_stream(stream)
+        graph.replay()
+        return CudaRecording(graph, outputs)
+
+    def _fresh_pool(self) -> None:
+        """A failed capture leaves its pool unusable for the next one: later graphs record
+        into a new pool (graphs already recorded keep theirs)."""
+        self.pool = MemoryPool(self.pool.device)
+
+    def storage_alias(self, owner: torch.Tensor) -> torch.UntypedStorage:
+        storage = owner.untyped_storage()
+        alias = torch._C._construct_storage_from_data_pointer(
+            storage.data_ptr(), owner.device, storage.nbytes()
+        )
+        return cast(torch.UntypedStorage, alias)
+
+    def invalidate(self, tensor: torch.Tensor, message: str) -> None:
+        torch._C._set_storage_access_error_msg(tensor, message)
+
+    def on_device(self, tensor: torch.Tensor) -> bool:
+        return tensor.is_cuda
+
+
+def _end_failed_capture(graph: torch.cuda.CUDAGraph) -> None:
+    """End a capture whose call raised; CUDA then reports the capture as invalid."""
+    with contextlib.suppress(Exception):  # the failing op already invalidated the capture
+        graph.capture_end()

@@ -1,0 +1,269 @@
+"""`CudaGraphTree`: which recorded graph a call replays, when to record, when a step begins.
+
+One tree per CUDA device. Within a step the graphs called form a path from a root (the first
+graph of the step) down the tree: a graph called after graph P is looked up among P's
+children, so the forward, its backward and the graphs between graph breaks each get a node
+recorded knowing what ran before it. A call that finds no node warms its graph up once
+(runs it as it is), then records a new node. A new step begins when the user marks it, or
+when a graph that starts a path is called again while no backward is pending; the outputs
+handed out in the step before are then poisoned, because replays overwrite their memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ember.prims.config import load
+from ember.prims.logs import topic_logger
+from ember.runtime.config import RuntimeConfig
+from ember.runtime.cudagraphs.function import FunctionMode, GraphFunction
+from ember.runtime.cudagraphs.node import Node
+from ember.runtime.cudagraphs.reasons import (
+    CPU_TENSOR,
+    DYNAMIC_SHAPES,
+    OVERWRITTEN,
+    PENDING_BACKWARD,
+    STATIC_INPUT_MOVED,
+    UNCAPTURABLE,
+    Reason,
+)
+from ember.runtime.cudagraphs.recording import CaptureError, Recorder
+from ember.runtime.cudagraphs.static_inputs import InputPlan, Signature
+
+perf_hints = topic_logger("perf_hints")
+logger = logging.getLogger("ember.runtime.cudagraphs")
+
+
+def log_reason(function: GraphFunction, reason: Reason, **fields: Any) -> None:
+    """Log `reason` for `function` once (perf_hints topic)."""
+    if reason.id in function.logged:
+        return
+    function.logged.add(reason.id)
+    perf_hints.warning("cudagraphs: %s", reason.format(**fields))
+
+
+class CudaGraphTree:
+    """The recorded graphs of one device, the path of the current step, and its outputs."""
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        *,
+        max_recordings: int | None = None,
+        max_depth: int | None = None,
+    ) -> None:
+        config = load(RuntimeConfig)
+        self.recorder = recorder
+        self.max_recordings = max_recordings or config.cudagraph_max_recordings
+        self.max_depth = max_depth or config.cudagraph_max_depth
+        self.roots: dict[int, list[Node]] = {}
+        self.current: Node | None = None
+        self.step = 0
+        self.pending_backward = 0
+        self.step_marked = False
+        self.handed_out: list[tuple[weakref.ref[torch.Tensor], str]] = []
+        self.replays = 0
+        self.eager_runs = 0
+
+    # ---- the call path ------------------------------------------------------------------
+
+    def run(self, function: GraphFunction, args: list[Any]) -> Sequence[Any]:
+        """Run `function` on `args`: replay, record or run it as it is."""
+        if function.skip_reason is not None:
+            return self._eager(function, args)
+        cpu = self._host_position(function, args)
+        if cpu is not None:
+            log_reason(function, CPU_TENSOR, graph=function.name, position=cpu)
+            return self._eager(function, args)
+        if self.step_marked:
+            self.new_step()
+        signature = function.signature(args)
+        node = self._find(function, signature, args)
+        if node is None and self._starts_step(function):
+            self.new_step()
+            node = self._find(function, signature, args)
+        self._count_backward(function)
+        if node is not None:
+            return self._replay(node, args)
+        if signature not in function.warmed_up:
+            function.warmed_up.add(signature)
+            return self._eager(function, args)
+        if function.recordings >= self.max_recordings:
+            log_reason(function, DYNAMIC_SHAPES, graph=function.name, count=function.recordings)
+            return self._eager(function, args)
+        if self.current is not None and self.current.depth + 1 >= self.max_depth:
+            log_reason(function, PENDING_BACKWARD, graph=function.name, depth=self.max_depth)
+            return self._eager(function, args)
+        return self._record(function, signature, args)
+
+    def _count_backward(self, function: GraphFunction) -> None:
+        if function.mode is FunctionMode.FORWARD:
+            self.pending_backward += 1
+        elif function.mode is FunctionMode.BACKWARD:
+            self.pending_backward = max(0, self.pending_backward - 1)
+
+    def _starts_step(self, function: GraphFunction) -> bool:
+        """With no backward due, a call starts a new step when it calls the graph that began
+        this step's path again (the next iteration), or when no output of the step is alive."""
+        if self.current is None or self.pending_backward > 0:
+            return False
+        root = self.current
+        while root.parent is not None:
+            root = root.parent
+        if root.function.id == function.id:
+            return True
+        return all(ref() is None for ref, _ in self.handed_out)
+
+    def _find(self, function: GraphFunction, signature: Signature, args: list[Any]) -> Node | None:
+        siblings = self.roots if self.current is None else self.current.children
+        for node in siblings.get(function.id, ()):
+            if node.signature != signature:
+                continue
+            moved = node.inputs.moved(args)
+            if moved is None:
+                return node
+            if moved in node.inputs.static_positions:
+                log_reason(function, STATIC_INPUT_MOVED, graph=function.name, position=moved)
+        return None
+
+    def _replay(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        node.inputs.copy_in(args)
+        node.recording.replay()
+        self.current = node
+        self.replays += 1
+        return self._hand_out(node, args)
+
+    def _record(
+        self, function: GraphFunction, signature: Signature, args: list[Any]
+    ) -> Sequence[Any]:
+        inputs = InputPlan.build(args, function.static_positions, self._path_addresses())
+        recording_args = inputs.recording_args(args)
+        try:
+            recording = self.recorder.record(function.call, recording_args)
+        except CaptureError as error:
+            log_reason(function, UNCAPTURABLE, graph=function.name, error=error)
+            function.skip_reason = UNCAPTURABLE.id
+            return self._eager(function, args)
+        function.recordings += 1
+        node = Node.create(function, self.current, signature, inputs, recording, recording_args)
+        siblings = self.roots if self.current is None else self.current.children
+        siblings.setdefault(function.id, []).append(node)
+        logger.info(
+            "cudagraphs: recorded %s (recording %d of it, depth %d, %d inputs copied)",
+            function.name,
+            function.recordings,
+            node.depth,
+            len(inputs.copied_positions),
+        )
+        self.current = node
+        return self._hand_out(node, args)
+
+    def _hand_out(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        results, pooled = node.hand_out(self.recorder, args)
+        message = OVERWRITTEN.format(graph=node.function.name, step=self.step)
+        self.handed_out.extend((weakref.ref(t), message) for t in pooled)
+        return results
+
+    def _eager(self, function: GraphFunction, args: list[Any]) -> Sequence[Any]:
+        self.eager_runs += 1
+        return function.call(args)
+
+    def _host_position(self, function: GraphFunction, args: list[Any]) -> int | None:
+        """The first argument a graph cannot read (a CPU tensor). Parameters and buffers are
+        checked once: a replay finds them at their recorded (device) address."""
+        on_device = self.recorder.on_device
+        positions = function.checked_positions
+        if positions is None:
+            positions = function.checked_positions = [
+                p
+                for p, arg in enumerate(args)
+                if p not in function.static_positions or not on_device(arg)
+            ]
+        for position in positions:
+            arg = args[position]
+            if isinstance(arg, torch.Tensor) and not on_device(arg):
+                return position
+        return None
+
+    def _path_addresses(self) -> set[int]:
+        addresses: set[int] = set()
+        node = self.current
+        while node is not None:
+            addresses |= node.owned_addresses()
+            node = node.parent
+        return addresses
+
+    # ---- steps ----------------------------------------------------------------------------
+
+    def mark_step_begin(self) -> None:
+        """The next call starts a new step (see `ember.cudagraph_mark_step_begin`)."""
+        self.step_marked = True
+
+    def new_step(self) -> None:
+        """Poison the outputs handed out so far that are still alive; start at the roots."""
+        for ref, message in self.handed_out:
+            tensor = ref()
+            if tensor is not None:
+                self.recorder.invalidate(tensor, message)
+        self.handed_out.clear()
+        self.current = None
+        self.step += 1
+        self.step_marked = False
+        self.pending_backward = 0
+
+    def node_count(self) -> int:
+        count = 0
+        stack = [node for nodes in self.roots.values() for node in nodes]
+        while stack:
+            node = stack.pop()
+            count += 1
+            stack.extend(child for nodes in node.children.values() for child in nodes)
+        return count
+
+
+# ---- one tree per device ------------------------------------------------------------------
+
+_trees: dict[int, CudaGraphTree] = {}
+_recorder_factory: list[Callable[[torch.device], Recorder]] = []
+
+
+def _cuda_recorder(device: torch.device) -> Recorder:
+    from ember.runtime.cudagraphs.pool import MemoryPool
+    from ember.runtime.cudagraphs.recording import CudaRecorder
+
+    return CudaRecorder(MemoryPool(device))
+
+
+def set_recorder_factory(factory: Callable[[torch.device], Recorder] | None) -> None:
+    """Make new trees record with `factory(device)` (tests pass a fake); None: CUDA again.
+    Existing trees are forgotten."""
+    reset_trees()
+    _recorder_factory.clear()
+    if factory is not None:
+        _recorder_factory.append(factory)
+
+
+def tree_for(device: torch.device) -> CudaGraphTree:
+    """The tree of `device` (made on first use, with one memory pool)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    tree = _trees.get(index)
+    if tree is None:
+        factory = _recorder_factory[-1] if _recorder_factory else _cuda_recorder
+        tree = _trees[index] = CudaGraphTree(factory(torch.device("cuda", index)))
+    return tree
+
+
+def trees() -> list[CudaGraphTree]:
+    return list(_trees.values())
+
+
+def reset_trees() -> None:
+    """Forget every tree (their graphs and pools are freed once no output refers to them)."""
+    for tree in _trees.values():
+        tree.new_step()
+    _trees.clear()
