@@ -238,14 +238,17 @@ class FunctionalReplay:
         schema = op_schema(node.target)
         if rule is not None:
             results, writes = rule(args, kwargs)
-            written = {p: self._write(node, _argument(node, p), new) for p, new in writes.items()}
+            written_values = {
+                p: self._write(node, _argument(node, p), new) for p, new in writes.items()
+            }
             returns = list(schema.returns) if schema is not None else []
             for index, (output, produced) in enumerate(zip(node.outputs, results)):
                 position = (
                     aliased_position(schema, returns[index]) if index < len(returns) else None
                 )
-                if position in written and isinstance(output, Value):  # copy_ returns dst
-                    self._alias(output.name, _argument(node, position).name, written[position])
+                if position in written_values and isinstance(output, Value):  # copy_: dst
+                    ref = _argument(node, position)
+                    self._alias(output.name, ref.name, written_values[position])
                 else:
                     self._fresh_outputs_of(node, output, produced)
             return
