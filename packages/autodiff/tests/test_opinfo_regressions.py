@@ -110,3 +110,18 @@ def test_rrelu_in_training_draws_slopes_and_differentiates_through_them() -> Non
     assert bool(((slopes[negative] >= 0.1) & (slopes[negative] <= 0.3)).all())
     torch.testing.assert_close(out[~negative], x[~negative])
     torch.testing.assert_close(grad, torch.where(negative, slopes, torch.ones_like(slopes)))
+
+
+def test_backward_formulas_that_write_in_place_are_made_pure() -> None:
+    """irfft's backward doubles a narrowed slice of its result in place (fft_c2r_backward);
+    the joint Graph dropped that write (as_strided_scatter, hfft2 and stft too)."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 4, dtype=torch.complex64, generator=generator, requires_grad=True)
+    _check_values_and_gradients(lambda x: torch.fft.irfft(x) * torch.arange(6.0), x)
+    base = torch.randn(9, requires_grad=True)
+    src = torch.randn(2, 2, requires_grad=True)
+    _check_values_and_gradients(
+        lambda base, src: torch.as_strided_scatter(base * 2, src, (2, 2), (1, 2), 1) ** 2,
+        base,
+        src,
+    )

@@ -165,3 +165,18 @@ def test_advanced_indexing_and_index_put() -> None:
     graph = decompose(trace(f, a), PRIM_DECOMPOSITIONS)
     _only_prims(graph)
     _close(run(graph, a), f(a))
+
+
+def test_batch_norm_with_update_functional_returns_the_new_running_stats() -> None:
+    """The pure twin has six results (ember-autodiff's functionalization emits it); the
+    decomposition returned the in-place op's four."""
+
+    def fn(x: torch.Tensor, w: torch.Tensor, mean: torch.Tensor, var: torch.Tensor) -> object:
+        return torch.ops.aten._batch_norm_with_update_functional(x, w, w, mean, var, 0.1, 1e-5)
+
+    inputs = [torch.randn(4, 3, 5), torch.randn(3), torch.randn(3), torch.rand(3) + 0.5]
+    graph = decompose(trace(fn, *inputs), PRIM_DECOMPOSITIONS)
+    assert all(is_prim(node.target) for node in graph.nodes)
+    actual, expected = run(graph, *inputs), fn(*inputs)
+    for index in (0, 1, 2, 4, 5):  # 3 is the reserve buffer: empty
+        _close(actual[index], expected[index])

@@ -17,16 +17,18 @@ import torch
 
 from ember.autodiff.dead_code import eliminate_dead_code
 from ember.autodiff.functionalize import Signature, functional_trace
-from ember.autodiff.replay import placeholder, tracer_for
+from ember.autodiff.replay import FunctionalReplay, placeholder, tracer_for, writes
 from ember.prims import (
     Graph,
     GraphInput,
+    InputKind,
     Ref,
     SourceLocation,
     Tracer,
     TracerTensor,
     Value,
     tree_flatten,
+    tree_unflatten,
 )
 
 
@@ -97,6 +99,8 @@ def trace_joint(
     tracer.set_inputs_signature(spec, leaves)
     joint = tracer.finish((tuple(outputs), tuple(gradients)))
     joint.name = f"{graph.name}_joint"
+    if any(writes(node) for node in joint.nodes):
+        joint = _purified(joint)
     eliminate_dead_code(joint)
     if decompositions:
         from ember.prims.decompositions import decompose
@@ -105,6 +109,36 @@ def trace_joint(
     joint.meta = {"pass": "joint", "time_ms": f"{(time.perf_counter() - started) * 1e3:.1f}"}
     flags = tuple(p.requires_grad for p in primals)
     return JointGraph(joint, signature, flags, differentiable)
+
+
+def _purified(joint: Graph) -> Graph:
+    """`joint` with the writes that backward formulas record made pure (fft_c2r's backward
+    doubles a narrowed slice of its result in place): the replay runs it once more."""
+    tracer = tracer_for(joint)
+    replay = FunctionalReplay(joint, tracer, differentiable=False)
+    names: dict[str, str] = {}
+    for graph_input in joint.inputs:
+        if graph_input.kind is InputKind.CONSTANT:
+            assert graph_input.target is not None
+            tracer.graph.constants[graph_input.target] = joint.constants[graph_input.target]
+        tensor = placeholder(tracer, graph_input)
+        tracer.graph.inputs[-1] = GraphInput(  # the spec as it was, requires_grad included
+            Value(tensor.value_name, graph_input.value.spec), graph_input.kind, graph_input.target
+        )
+        names[graph_input.value.name] = tensor.value_name
+        replay.bind(graph_input.value.name, tensor, constant=graph_input.kind is InputKind.CONSTANT)
+    with tracer.active():
+        replay.run()
+        outputs = [
+            replay.read(leaf) if isinstance(leaf, Ref) else leaf for leaf in joint.output_leaves
+        ]
+    leaves = [
+        Ref(names[leaf.name]) if isinstance(leaf, Ref) else leaf for leaf in joint.input_leaves
+    ]
+    tracer.set_inputs_signature(joint.in_spec, leaves)
+    pure = tracer.finish(tree_unflatten(outputs, joint.out_spec))
+    pure.name = joint.name
+    return pure
 
 
 def _tangent(tracer: Tracer, output: Any, index: int) -> TracerTensor:

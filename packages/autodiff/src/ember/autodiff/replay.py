@@ -481,6 +481,12 @@ def _with_defaults(schema: Any, args: list[Any], kwargs: dict[str, Any]) -> list
     return filled
 
 
+def writes(node: Node) -> bool:
+    """Whether `node` writes one of its arguments (an in-place or `out=` op)."""
+    schema = op_schema(node.target)
+    return schema is not None and bool(_written_positions(schema))
+
+
 def _written_positions(schema: Any) -> list[int]:
     return [
         position

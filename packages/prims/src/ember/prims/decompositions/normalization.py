@@ -324,9 +324,7 @@ def _native_group_norm(
     return out, mean, rstd
 
 
-@to_prims(
-    "aten::_batch_norm_with_update.default", "aten::_batch_norm_with_update_functional.default"
-)
+@to_prims("aten::_batch_norm_with_update.default")
 def _batch_norm_with_update(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -341,3 +339,23 @@ def _batch_norm_with_update(
     )
     reserve = torch.ops.aten.empty.memory_format([0], dtype=torch.uint8, device=x.device)
     return out, mean, invstd, reserve
+
+
+@to_prims("aten::_batch_norm_with_update_functional.default")
+def _batch_norm_with_update_functional(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    running_mean: torch.Tensor,
+    running_var: torch.Tensor,
+    momentum: float,
+    eps: float,
+) -> tuple[torch.Tensor, ...]:
+    """The pure twin: the new running statistics are its last two results."""
+    out, mean, invstd, new_mean, new_var = (
+        torch.ops.aten._native_batch_norm_legit_functional.default(
+            x, weight, bias, running_mean, running_var, True, momentum, eps
+        )
+    )
+    reserve = torch.ops.aten.empty.memory_format([0], dtype=torch.uint8, device=x.device)
+    return out, mean, invstd, reserve, new_mean, new_var
