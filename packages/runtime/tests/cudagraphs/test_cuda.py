@@ -1,7 +1,10 @@
 """Capture and replay on a GPU: ember.compile(mode="reduce-overhead") against eager, in
-inference and training, the error for an overwritten output, and the step marker."""
+inference and training (forward and backward in one tree), the error for an overwritten
+output, and the step marker. A tiny GPT-2 (transformers) is the model the benchmark runs."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 import torch
@@ -12,74 +15,92 @@ if not torch.cuda.is_available():
 
 ember = pytest.importorskip("ember")
 backend = pytest.importorskip("ember.inductor.backend")
+transformers = pytest.importorskip("transformers")
 from ember.runtime.cudagraphs import reset_trees, tree_for  # noqa: E402
 
 CUDA = torch.device("cuda", torch.cuda.current_device())
 
 
-def _mlp() -> torch.nn.Module:
+class Logits(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: torch.Tensor) -> Any:
+        return self.model(input_ids=tokens, use_cache=False).logits
+
+
+def _gpt2() -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).to(
-        CUDA
-    )
+    config = transformers.GPT2Config(
+        n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )  # fmt: skip
+    return Logits(transformers.GPT2LMHeadModel(config)).to(CUDA)
+
+
+def _compile(model: torch.nn.Module) -> Any:
+    return ember.compile(model, backend=backend.inductor, mode="reduce-overhead")
 
 
 def test_inference_replays_and_matches_eager() -> None:
     reset_trees()
-    model = _mlp().eval()
-    compiled = ember.compile(model, backend=backend.inductor, mode="reduce-overhead")
+    model = _gpt2().eval()
+    compiled = _compile(model)
     with torch.no_grad():
-        for _ in range(5):
-            x = torch.randn(4, 16, device=CUDA)
-            torch.testing.assert_close(compiled(x), model(x))
+        for step in range(5):
+            tokens = (torch.arange(16, device=CUDA).view(2, 8) * (step + 1)) % 64
+            torch.testing.assert_close(compiled(tokens), model(tokens))
     tree = tree_for(CUDA)
-    assert (tree.node_count(), tree.replays >= 3) == (1, True), vars(tree)
+    assert tree.node_count() >= 1 and tree.replays >= 3, vars(tree)
 
 
 def test_training_matches_eager_with_forward_and_backward_in_one_tree() -> None:
     reset_trees()
-    model, reference = _mlp(), _mlp()
-    compiled = ember.compile(model, backend=backend.inductor, mode="reduce-overhead")
+    model, reference = _gpt2(), _gpt2()
+    compiled = _compile(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
-    for _ in range(5):
-        x = torch.randn(4, 16, device=CUDA)
-        for m, o in ((compiled, opt), (reference, ref_opt)):
-            o.zero_grad()
-            loss = m(x).square().mean()
+    for step in range(5):
+        tokens = (torch.arange(16, device=CUDA).view(2, 8) * (step + 1)) % 64
+        losses = []
+        for run, optimizer in ((compiled, opt), (reference, ref_opt)):
+            optimizer.zero_grad()
+            loss = run(tokens).float().square().mean()
             loss.backward()
-            o.step()
-        torch.testing.assert_close(loss, loss)
+            optimizer.step()
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[0], losses[1], rtol=1e-4, atol=1e-5)
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
     tree = tree_for(CUDA)
     roots = [node for nodes in tree.roots.values() for node in nodes]
-    assert len(roots) == 1 and roots[0].children  # the backward recorded under its forward
-    assert tree.replays >= 4
+    assert roots and any(root.children for root in roots), vars(tree)
+    assert tree.replays >= 4, vars(tree)
 
 
 def test_reading_an_overwritten_output_raises_naming_the_fix() -> None:
     reset_trees()
-    model = _mlp().eval()
-    compiled = ember.compile(model, backend=backend.inductor, mode="reduce-overhead")
-    x = torch.randn(4, 16, device=CUDA)
+    model = _gpt2().eval()
+    compiled = _compile(model)
+    tokens = torch.arange(16, device=CUDA).view(2, 8)
     with torch.no_grad():
-        compiled(x), compiled(x)
-        kept = compiled(x)
+        compiled(tokens), compiled(tokens)
+        kept = compiled(tokens)
         cloned = kept.clone()
-        compiled(x + 1)
+        compiled((tokens + 1) % 64)
+        assert tree_for(CUDA).replays >= 1
         with pytest.raises(RuntimeError, match=r"clone\(\)"):
             kept + 1
-        torch.testing.assert_close(cloned, model(x))
+        torch.testing.assert_close(cloned, model(tokens))
 
 
-def test_mark_step_begin_keeps_outputs_until_the_next_step() -> None:
+def test_mark_step_begin_then_new_inputs_match_eager() -> None:
     reset_trees()
-    model = _mlp().eval()
-    compiled = ember.compile(model, backend=backend.inductor, mode="reduce-overhead")
+    model = _gpt2().eval()
+    compiled = _compile(model)
     with torch.no_grad():
-        for _ in range(3):
+        for step in range(4):
             ember.cudagraph_mark_step_begin()
-            x = torch.randn(4, 16, device=CUDA)
-            out = compiled(x)
-            torch.testing.assert_close(out, model(x))
+            tokens = (torch.arange(16, device=CUDA).view(2, 8) + step) % 64
+            torch.testing.assert_close(compiled(tokens), model(tokens))

@@ -238,3 +238,33 @@ def test_cpu_parameter_is_caught_on_every_call(fake: FakeRecorder) -> None:
     for _ in range(3):
         call([torch.ones(4), weight])
     assert fake.recordings == []
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (lambda x, host: (x + host.to(x.dtype).clone(),), None),  # host-only work is fine
+        (lambda x, host: (x + torch.zeros_like(x).copy_(host),), "copies between host"),
+        (lambda x, host: (x[x.nonzero()[:, 0]],), "reads device values"),
+        (lambda x, host: (x * x.sum().item(),), "reads device values"),
+    ],
+)
+def test_warm_up_finds_what_a_capture_cannot_take(
+    fake: FakeRecorder, caplog: pytest.LogCaptureFixture, body: Any, expected: str | None
+) -> None:
+    host = torch.ones(3)  # made inside the graph in real life; here a tensor the fake calls host
+    fake.host.add(id(host))
+
+    def graph(args: list[Any]) -> Sequence[Any]:
+        return body(args[0], host)
+
+    call = cudagraphify(graph, name="g", device=CUDA)
+    with caplog.at_level(logging.WARNING, logger="ember.inductor.perf_hints"):
+        for _ in range(3):
+            x = torch.arange(3.0)
+            torch.testing.assert_close(call([x])[0], body(x, host)[0])
+    if expected is None:
+        assert len(fake.recordings) == 1
+    else:
+        assert fake.recordings == [] and "[uncapturable]" in caplog.text
+        assert expected in caplog.text

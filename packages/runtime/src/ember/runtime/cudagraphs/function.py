@@ -42,17 +42,21 @@ class GraphFunction:
     recordings: int = 0
     logged: set[str] = field(default_factory=set)  # reason ids already logged for it
     checked_positions: list[int] | None = None  # arguments checked for CPU tensors per call
+    dynamic_positions: list[int] | None = None  # the non-static arguments (set on first call)
 
     def signature(self, args: Sequence[Any]) -> Signature:
         """Metadata of the non-static arguments (static ones are checked by address)."""
-        static = self.static_positions
-        return tuple(
-            (arg.dtype, tuple(arg.shape), arg.stride(), arg.device)
-            if isinstance(arg, torch.Tensor)
-            else (type(arg), arg)
-            for position, arg in enumerate(args)
-            if position not in static
-        )
+        positions = self.dynamic_positions
+        if positions is None:
+            static = self.static_positions
+            positions = self.dynamic_positions = [p for p in range(len(args)) if p not in static]
+        return tuple([_metadata(args[p]) for p in positions])
+
+
+def _metadata(arg: Any) -> Any:
+    if isinstance(arg, torch.Tensor):
+        return (arg.dtype, arg.shape, arg.stride(), arg.device)
+    return (type(arg), arg)
 
 
 class CudaGraphCall:

@@ -69,6 +69,12 @@ class CudaRecorder:
         current = torch.cuda.current_stream(self.pool.device)
         stream.wait_stream(current)
         torch.cuda.synchronize(self.pool.device)
+        # cuBLAS keeps a workspace per stream in the caching allocator; dropping them lets the
+        # capture stream's workspace live in the pool instead of beside one more (torch's trees
+        # do the same)
+        clear_workspaces = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear_workspaces is not None:
+            clear_workspaces()
         with torch.cuda.stream(stream):
             graph.capture_begin(pool=self.pool.handle, capture_error_mode="thread_local")
             try:

@@ -8,13 +8,15 @@ Python values must be equal. `InputPlan` holds that decision per argument.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import operator
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 Signature = tuple[Any, ...]
+_data_ptr = torch.Tensor.data_ptr
 
 
 @dataclass
@@ -26,6 +28,11 @@ class InputPlan:
     static_positions: frozenset[int]  # the fixed positions that are parameters or buffers
     copied_positions: list[int]  # copied into `placeholders` before each replay
     placeholders: list[torch.Tensor]
+
+    def __post_init__(self) -> None:
+        self._take: Callable[[Sequence[Any]], Any] | None = (
+            operator.itemgetter(*self.fixed_positions) if self.fixed_positions else None
+        )
 
     @classmethod
     def build(
@@ -64,10 +71,18 @@ class InputPlan:
 
     def moved(self, args: Sequence[Any]) -> int | None:
         """The first fixed position whose tensor is not at its recorded address, or None."""
+        take = self._take
+        if take is None:
+            return None
+        fixed = take(args)
+        if len(self.fixed_positions) == 1:
+            fixed = (fixed,)
+        if list(map(_data_ptr, fixed)) == self.fixed_addresses:  # the hot path: no frame each
+            return None
         for position, address in zip(self.fixed_positions, self.fixed_addresses):
             if args[position].data_ptr() != address:
                 return position
-        return None
+        return None  # pragma: no cover - the comparison above found a difference
 
     def copy_in(self, args: Sequence[Any]) -> None:
         """Copy this call's non-static tensors into the placeholders the graph reads."""

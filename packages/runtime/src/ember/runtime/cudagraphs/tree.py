@@ -34,6 +34,7 @@ from ember.runtime.cudagraphs.reasons import (
 )
 from ember.runtime.cudagraphs.recording import CaptureError, Recorder
 from ember.runtime.cudagraphs.static_inputs import InputPlan, Signature
+from ember.runtime.cudagraphs.warmup import run_watched
 
 perf_hints = topic_logger("perf_hints")
 logger = logging.getLogger("ember.runtime.cudagraphs")
@@ -92,7 +93,7 @@ class CudaGraphTree:
             return self._replay(node, args)
         if signature not in function.warmed_up:
             function.warmed_up.add(signature)
-            return self._eager(function, args)
+            return self._warm_up(function, args)
         if function.recordings >= self.max_recordings:
             log_reason(function, DYNAMIC_SHAPES, graph=function.name, count=function.recordings)
             return self._eager(function, args)
@@ -167,6 +168,15 @@ class CudaGraphTree:
         results, pooled = node.hand_out(self.recorder, args)
         message = OVERWRITTEN.format(graph=node.function.name, step=self.step)
         self.handed_out.extend((weakref.ref(t), message) for t in pooled)
+        return results
+
+    def _warm_up(self, function: GraphFunction, args: list[Any]) -> Sequence[Any]:
+        """The first run with a signature, as it is, watched for what a capture cannot take."""
+        self.eager_runs += 1
+        results, problem = run_watched(function.call, args, self.recorder.on_device)
+        if problem is not None:
+            log_reason(function, UNCAPTURABLE, graph=function.name, error=problem)
+            function.skip_reason = UNCAPTURABLE.id
         return results
 
     def _eager(self, function: GraphFunction, args: list[Any]) -> Sequence[Any]:

@@ -1,0 +1,71 @@
+"""The warm-up run, watched for operations a CUDA graph capture cannot take.
+
+A graph's first call runs as it is, under a dispatch mode that notes the first operation that
+would break a capture: a copy between host and device memory (a capture cannot take a copy
+from pageable host memory, scalars included), reading a device value on the host (`.item()`, a
+synchronization), or an operation whose output size depends on device values. Such a graph
+is never captured, so a failed capture never leaves the pool or the RNG state unusable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+# operations whose output sizes depend on device values: the host waits for the device
+DATA_DEPENDENT = frozenset(
+    {
+        "aten::nonzero",
+        "aten::masked_select",
+        "aten::unique_consecutive",
+        "aten::_unique2",
+        "aten::unique_dim",
+        "aten::_local_scalar_dense",
+    }
+)
+
+
+class WatchedRun(TorchDispatchMode):
+    """Runs ops as they are and keeps the first one a capture could not take (`problem`)."""
+
+    def __init__(self, on_device: Callable[[torch.Tensor], bool]) -> None:
+        super().__init__()
+        self.on_device = on_device
+        self.problem: str | None = None
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if self.problem is None:
+            self.problem = self._check(func, args, kwargs, result)
+        return result
+
+    def _check(self, func: Any, args: Sequence[Any], kwargs: Any, result: Any) -> str | None:
+        name = func._schema.name
+        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        outputs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
+        on_device = self.on_device
+        if name in DATA_DEPENDENT and any(on_device(t) for t in inputs):
+            return f"{name} reads device values on the host"
+        if "copy" in name or name == "aten::to":
+            tensors = inputs + outputs
+            if any(on_device(t) for t in tensors) and any(not on_device(t) for t in tensors):
+                return f"{name} copies between host and device memory"
+        return None
+
+
+def run_watched(
+    call: Callable[[list[Any]], Sequence[Any]],
+    args: list[Any],
+    on_device: Callable[[torch.Tensor], bool],
+) -> tuple[Sequence[Any], str | None]:
+    """`call(args)`, and the first operation in it that a capture could not take (or None)."""
+    with WatchedRun(on_device) as watched:
+        results = call(args)
+    return results, watched.problem
