@@ -180,3 +180,16 @@ def test_batch_norm_with_update_functional_returns_the_new_running_stats() -> No
     actual, expected = run(graph, *inputs), fn(*inputs)
     for index in (0, 1, 2, 4, 5):  # 3 is the reserve buffer: empty
         _close(actual[index], expected[index])
+
+
+def test_log_sigmoid_forward_buffer_feeds_aten_backward() -> None:
+    """ATen's CPU log_sigmoid_backward reads the buffer (exp(-|x|)); a zero buffer made the
+    gradient of positive inputs zero through inductor."""
+
+    def fn(x: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, buffer = torch.ops.aten.log_sigmoid_forward(x)
+        return out, torch.ops.aten.log_sigmoid_backward(grad, x, buffer)
+
+    inputs = [torch.randn(20), torch.randn(20)]
+    graph = decompose(trace(fn, *inputs), PRIM_DECOMPOSITIONS)
+    _close(run(graph, *inputs), fn(*inputs))

@@ -99,3 +99,11 @@ def test_copy_to_writes_into_a_view() -> None:
     view = prims.slice(base, [1], [3])
     prims.copy_to(view, torch.ones(2))
     assert base.tolist() == [0.0, 1.0, 1.0, 0.0]
+
+
+def test_argmax_and_argmin_of_a_bool_mask() -> None:
+    """cumprod's backward finds the first zero with argmax of a mask; torch's argmax
+    rejects bool."""
+    mask = torch.tensor([[False, True, True], [False, False, False]])
+    assert prims.argmax(mask, 1).tolist() == [1, 0]
+    assert prims.argmin(mask, 1).tolist() == [0, 0]

@@ -196,8 +196,9 @@ def _softshrink(a: torch.Tensor, lambd: Any = 0.5) -> torch.Tensor:
 @to_prims("aten::log_sigmoid_forward.default")
 def _log_sigmoid_forward(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     low = prims.minimum(a, _c(0, a))
-    value = prims.sub(low, prims.log1p(prims.exp(prims.neg(prims.abs(a)))))
-    return value, prims.full(list(a.shape), 0, dtype=a.dtype, device=a.device)
+    # The buffer is exp(-|a|), which ATen's CPU log_sigmoid_backward reads (CUDA's ignores it)
+    buffer = prims.exp(prims.neg(prims.abs(a)))
+    return prims.sub(low, prims.log1p(buffer)), buffer
 
 
 @to_prims("aten::celu.default")

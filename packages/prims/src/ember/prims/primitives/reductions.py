@@ -83,6 +83,13 @@ define(
 )
 
 
+def _arg_operand(a: torch.Tensor) -> torch.Tensor:
+    """What torch.argmax/argmin take: at least one dimension, and no bool (cumprod's backward
+    finds the first zero with argmax of a mask)."""
+    a = a.reshape(1) if a.dim() == 0 else a
+    return a.to(torch.uint8) if a.dtype == torch.bool else a
+
+
 def _arg_meta(a: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.empty(_reduced_shape(a, [dim]), dtype=torch.int64, device="meta")
 
@@ -91,7 +98,7 @@ define(
     "argmax",
     "(Tensor a, int dim) -> Tensor",
     _arg_meta,
-    lambda a, dim: torch.argmax(a.reshape(1) if a.dim() == 0 else a, dim).contiguous(),
+    lambda a, dim: torch.argmax(_arg_operand(a), dim).contiguous(),
     family=FAMILY,
     doc="int64 index of the first largest element along dim (NaN is largest)",
 )
@@ -99,7 +106,7 @@ define(
     "argmin",
     "(Tensor a, int dim) -> Tensor",
     _arg_meta,
-    lambda a, dim: torch.argmin(a.reshape(1) if a.dim() == 0 else a, dim).contiguous(),
+    lambda a, dim: torch.argmin(_arg_operand(a), dim).contiguous(),
     family=FAMILY,
     doc="int64 index of the first smallest element along dim (NaN is smallest)",
 )
