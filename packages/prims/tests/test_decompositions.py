@@ -193,3 +193,17 @@ def test_log_sigmoid_forward_buffer_feeds_aten_backward() -> None:
     inputs = [torch.randn(20), torch.randn(20)]
     graph = decompose(trace(fn, *inputs), PRIM_DECOMPOSITIONS)
     _close(run(graph, *inputs), fn(*inputs))
+
+
+@pytest.mark.parametrize("unpack_data, unpack_pivots", [(True, False), (False, True)])
+def test_lu_unpack_returns_empty_parts_not_asked_for(
+    unpack_data: bool, unpack_pivots: bool
+) -> None:
+    """lu_solve's backward unpacks only the pivots; the decomposition unpacked everything."""
+
+    def fn(lu: torch.Tensor, pivots: torch.Tensor) -> object:
+        return torch.lu_unpack(lu, pivots, unpack_data, unpack_pivots)
+
+    lu, pivots = torch.linalg.lu_factor(torch.randn(2, 3, 3))
+    graph = decompose(trace(fn, lu, pivots), PRIM_DECOMPOSITIONS)
+    _close(run(graph, lu, pivots), fn(lu, pivots))

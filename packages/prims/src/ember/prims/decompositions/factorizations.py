@@ -148,13 +148,18 @@ def _lu_unpack(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     m, n = lu.shape[-2:]
     k = min(m, n)
-    lower = aten.tril.default(aten.slice.Tensor(lu, -1, 0, k), -1)
-    lower = aten.add.Tensor(lower, aten.eye.m(m, k, dtype=lu.dtype, device=lu.device))
-    upper = aten.triu.default(aten.slice.Tensor(lu, -2, 0, k))
-    perm = permutation(pivots, m)
-    rows = aten.reshape.default(aten.arange.default(m, device=lu.device), [m, 1])
-    p = aten.eq.Tensor(rows, aten.unsqueeze.default(perm, -2))  # P[perm[i], i] = 1
-    return aten._to_copy.default(p, dtype=lu.dtype), lower, upper
+    empty = aten.empty.memory_format([0], dtype=lu.dtype, device=lu.device)
+    lower = upper = p = empty  # what ATen returns for the parts not asked for
+    if unpack_data:
+        lower = aten.tril.default(aten.slice.Tensor(lu, -1, 0, k), -1)
+        lower = aten.add.Tensor(lower, aten.eye.m(m, k, dtype=lu.dtype, device=lu.device))
+        upper = aten.triu.default(aten.slice.Tensor(lu, -2, 0, k))
+    if unpack_pivots:
+        perm = permutation(pivots, m)
+        rows = aten.reshape.default(aten.arange.default(m, device=lu.device), [m, 1])
+        p = aten.eq.Tensor(rows, aten.unsqueeze.default(perm, -2))  # P[perm[i], i] = 1
+        p = aten._to_copy.default(p, dtype=lu.dtype)
+    return p, lower, upper
 
 
 def lu_solve(
