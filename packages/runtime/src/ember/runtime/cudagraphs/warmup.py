@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
+
+from ember.prims import tree_flatten
 
 # operations whose output sizes depend on device values: the host waits for the device
 DATA_DEPENDENT = frozenset(
@@ -47,9 +48,9 @@ class WatchedRun(TorchDispatchMode):
         return result
 
     def _check(self, func: Any, args: Sequence[Any], kwargs: Any, result: Any) -> str | None:
-        name = func._schema.name
-        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-        outputs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
+        name = getattr(getattr(func, "_schema", None), "name", str(func))
+        inputs = [t for t in tree_flatten((tuple(args), kwargs))[0] if isinstance(t, torch.Tensor)]
+        outputs = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
         on_device = self.on_device
         if name in DATA_DEPENDENT and any(on_device(t) for t in inputs):
             return f"{name} reads device values on the host"
