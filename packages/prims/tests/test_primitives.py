@@ -107,3 +107,10 @@ def test_argmax_and_argmin_of_a_bool_mask() -> None:
     mask = torch.tensor([[False, True, True], [False, False, False]])
     assert prims.argmax(mask, 1).tolist() == [1, 0]
     assert prims.argmin(mask, 1).tolist() == [0, 0]
+
+
+def test_parts_of_a_complex32_tensor_are_float16() -> None:
+    """chalf's gradient goes through view_as_real of a complex32 tensor."""
+    a = torch.complex(torch.tensor([1.0, -2.0]), torch.tensor([0.5, 3.0])).to(torch.complex32)
+    assert prims.real(a).dtype == torch.float16
+    assert prims.imag(a).tolist() == [0.5, 3.0]

@@ -10,7 +10,11 @@ from ember.prims.primitives.prim import define
 
 FAMILY = "complex"
 
-REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+REAL_OF = {
+    torch.complex32: torch.float16,
+    torch.complex64: torch.float32,
+    torch.complex128: torch.float64,
+}
 COMPLEX_OF = {value: key for key, value in REAL_OF.items()}
 
 
