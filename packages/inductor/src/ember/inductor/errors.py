@@ -18,3 +18,8 @@ class LoweringError(InductorError):
 class DeviceMismatchError(InductorError, RuntimeError):
     """A tensor reached a compiled graph on another device than the one it was compiled for;
     the message names the tensor, the user's line that first reads it, and the fix."""
+
+
+class OutOfBoundsError(InductorError):
+    """A generated kernel would load or store outside a storage (a compiler bug caught before
+    the kernel runs); the message names the kernel, the access and the user's lines."""
