@@ -27,7 +27,13 @@ ON_CPU: dict[str, Any] = {"devices": ("cpu",), "dtypes": (torch.float32,), "min_
 
 
 def lm_head(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return torch.relu(hidden @ weight.t()) + 1  # N = vocabulary, misaligned
+    # N = vocabulary, misaligned; the 3-D product is view -> mm -> view, and the last view
+    # must follow the padded row stride (GPT-2's logits were garbage when it did not)
+    return torch.relu(hidden @ weight.t()) + 1
+
+
+def lm_head_output(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return hidden @ weight.t()  # the viewed padded product is the graph's output
 
 
 def classifier(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -44,6 +50,8 @@ def aligned(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 CASES: list[tuple[Callable[..., torch.Tensor], list[tuple[int, ...]]]] = [
     (lm_head, [(6, 12), (37, 12)]),
+    (lm_head, [(2, 3, 12), (37, 12)]),
+    (lm_head_output, [(2, 3, 12), (37, 12)]),
     (weight_gradient, [(10, 37), (10, 9)]),
     (classifier, [(6, 12), (37, 12), (37,)]),
 ]

@@ -21,9 +21,11 @@ costs no extra pass over memory unless the operand is a graph input.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -52,10 +54,19 @@ def pad_matmuls(
     names = set(values) | {i.value.name for i in graph.inputs}
     nodes: list[Node] = []
     padded = 0
-    for node in graph.nodes:
+    respec: dict[str, TensorSpec] = {}  # views of a padded result: their strides follow it
+    for position, node in enumerate(graph.nodes):
         replacement = _pad(node, values, names, devices, dtypes, min_flops)
+        if replacement is not None:
+            sliced = replacement[-1].outputs[0]
+            assert isinstance(sliced, Value)
+            followed = _follow_views(graph.nodes[position + 1 :], sliced)
+            if followed is None:  # a view whose strides cannot follow the padding
+                replacement = None
+            else:
+                respec.update(followed)
         if replacement is None:
-            nodes.append(renamed_node(node, {}))
+            nodes.append(_respecced(renamed_node(node, {}), respec))
             continue
         nodes.extend(replacement)
         padded += 1
@@ -156,6 +167,93 @@ def _pad(
     return new
 
 
+# Views whose lowering takes strides from their traced spec (`prims::view` of memory that is
+# not dense) or whose strides this pass cannot recompute: their specs must follow the padding.
+_VIEW_OF_SPEC = "prims::view"
+_LAYOUT_VIEWS = ("prims::squeeze", "prims::unsqueeze", "prims::slice", "prims::broadcast_in_dim")
+
+
+def _follow_views(later: list[Node], sliced: Value) -> dict[str, TensorSpec] | None:
+    """New specs for the views of the padded result `sliced` (its rows keep the padded
+    stride), or None when one of them reads strides this pass cannot recompute."""
+    assert isinstance(sliced.spec, TensorSpec)
+    changed: dict[str, TensorSpec] = {sliced.name: sliced.spec}
+    unknown: set[str] = set()
+    for node in later:
+        source = node.args[0] if node.args else None
+        if not isinstance(source, Ref) or not (source.name in changed or source.name in unknown):
+            continue
+        output = node.outputs[0] if node.outputs else None
+        if not isinstance(output, Value) or not isinstance(output.spec, TensorSpec):
+            continue
+        if node.target == "prims::as_strided" or (
+            node.target == _VIEW_OF_SPEC and source.name in unknown
+        ):
+            return None
+        if node.target == _VIEW_OF_SPEC:
+            before = changed[source.name]
+            strides = _view_strides(before.shape, before.strides, output.spec.shape)
+            if strides is None:
+                return None
+            changed[output.name] = _spec(output.spec, tuple(output.spec.shape), strides)
+        elif node.target == "prims::permute":
+            if source.name not in changed:
+                unknown.add(output.name)
+                continue
+            before = changed[source.name]
+            dims = node.args[1]
+            assert isinstance(dims, list)
+            shape = tuple(output.spec.shape)
+            changed[output.name] = _spec(output.spec, shape, tuple(before.strides[d] for d in dims))
+        elif node.target in _LAYOUT_VIEWS:
+            unknown.add(output.name)
+    del changed[sliced.name]
+    return changed
+
+
+def _view_strides(
+    old_shape: tuple[object, ...], old_strides: tuple[object, ...], shape: tuple[object, ...]
+) -> tuple[int, ...] | None:
+    """The strides of a view of `shape` over a tensor of `old_shape` and `old_strides` (torch's
+    computeStride), or None when no such view exists."""
+    if not all(isinstance(v, int) for v in (*old_shape, *old_strides, *shape)):
+        return None
+    olds = [int(v) for v in old_shape]  # type: ignore[call-overload]
+    old_st = [int(v) for v in old_strides]  # type: ignore[call-overload]
+    new = [int(v) for v in shape]  # type: ignore[call-overload]
+    if not olds:
+        return tuple(1 for _ in new)
+    strides = [0] * len(new)
+    view_d = len(new) - 1
+    chunk_base = old_st[-1]
+    tensor_numel = view_numel = 1
+    for tensor_d in range(len(olds) - 1, -1, -1):
+        tensor_numel *= olds[tensor_d]
+        if tensor_d == 0 or (
+            olds[tensor_d - 1] != 1 and old_st[tensor_d - 1] != tensor_numel * chunk_base
+        ):
+            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
+                strides[view_d] = view_numel * chunk_base
+                view_numel *= new[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base = old_st[tensor_d - 1]
+                tensor_numel = view_numel = 1
+    return tuple(strides) if view_d == -1 else None
+
+
+def _respecced(node: Node, respec: dict[str, TensorSpec]) -> Node:
+    if not respec or not any(isinstance(o, Value) and o.name in respec for o in node.outputs):
+        return node
+    outputs = [
+        Value(o.name, respec[o.name]) if isinstance(o, Value) and o.name in respec else o
+        for o in node.outputs
+    ]
+    return dataclasses.replace(node, outputs=outputs)
+
+
 def _column_major(spec: TensorSpec) -> bool:
     """A 2-D operand whose first dim is the contiguous one (a transposed view)."""
     return spec.strides[0] == 1 and spec.strides[1] != 1 and spec.shape[1] != 1
@@ -165,7 +263,7 @@ def _up(size: int, align: int) -> int:
     return (size + align - 1) // align * align
 
 
-def _spec(like: TensorSpec, shape: tuple[int, ...], strides: tuple[int, ...]) -> TensorSpec:
+def _spec(like: TensorSpec, shape: tuple[Any, ...], strides: tuple[Any, ...]) -> TensorSpec:
     return TensorSpec(like.dtype, shape, strides, like.device, like.requires_grad)
 
 
