@@ -207,3 +207,12 @@ def test_lu_unpack_returns_empty_parts_not_asked_for(
     lu, pivots = torch.linalg.lu_factor(torch.randn(2, 3, 3))
     graph = decompose(trace(fn, lu, pivots), PRIM_DECOMPOSITIONS)
     _close(run(graph, lu, pivots), fn(lu, pivots))
+
+
+@pytest.mark.parametrize("op", [torch.ops.aten._linalg_det, torch.ops.aten._linalg_slogdet])
+def test_det_returns_the_lu_factors_aten_does(op: object) -> None:
+    """ATen's det and slogdet return the LU of a^T, which their backward solves with; the LU
+    of a made linalg.det's gradient the transpose of eager's."""
+    a = torch.randn(2, 4, 4)
+    graph = decompose(trace(op, a), PRIM_DECOMPOSITIONS)
+    _close(run(graph, a), op(a))

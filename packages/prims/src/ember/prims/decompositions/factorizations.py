@@ -207,9 +207,15 @@ def _diagonal_and_parity(
     return diagonal, parity
 
 
+def _lu_of_transpose(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """ATen's det and slogdet return the LU factors of a^T (LAPACK factors a's column-major
+    memory), which their backward formulas solve with; det(a^T) = det(a)."""
+    return prims.lu(aten.transpose.int(a, -2, -1))
+
+
 @to_prims("aten::_linalg_det.default")
 def _linalg_det(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    lu, pivots = prims.lu(a)
+    lu, pivots = _lu_of_transpose(a)
     diagonal, parity = _diagonal_and_parity(lu, pivots)
     return aten.mul.Tensor(aten.prod.dim_int(diagonal, -1), parity), lu, pivots
 
@@ -218,7 +224,7 @@ def _linalg_det(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 def _linalg_slogdet(
     a: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    lu, pivots = prims.lu(a)
+    lu, pivots = _lu_of_transpose(a)
     diagonal, parity = _diagonal_and_parity(lu, pivots)
     signs = aten.prod.dim_int(aten.sgn.default(diagonal), -1)
     logabsdet = aten.sum.dim_IntList(aten.log.default(aten.abs.default(diagonal)), [-1])
