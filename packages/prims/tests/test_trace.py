@@ -236,3 +236,29 @@ def test_ops_without_results_and_named_result_tuples() -> None:
         (inverse, top, where, values, indices), (expected[0], *expected[1], *expected[2:4])
     )
     assert shape == (3, 3)
+
+
+def test_backward_ops_without_a_torch_meta_kernel_trace() -> None:
+    """multi_margin_loss_backward and friends have no meta kernel in torch; ember's rules
+    give their specs (their gradients through ember.compile failed to trace)."""
+    aten = torch.ops.aten
+    x, grad = torch.randn(3, 5), torch.randn(())
+    target = torch.tensor([1, 0, 4])
+    labels = torch.tensor([[1, 3, -1, 0, 0], [0, -1, 0, 0, 0], [4, 2, 1, -1, 0]])
+    pool_input = torch.randn(1, 2, 4, 4, 4)
+    pooled, indices = aten.fractional_max_pool3d(
+        pool_input, [2, 2, 2], [2, 2, 2], torch.rand(1, 2, 3)
+    )
+
+    def fn(x: torch.Tensor, pool_grad: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            aten.multi_margin_loss_backward(grad, x, target, 1, 1.0, None, 1),
+            aten.multilabel_margin_loss_backward(grad, x, labels, 1, (labels >= 0).float()),
+            aten.fractional_max_pool3d_backward(
+                pool_grad, pool_input, [2, 2, 2], [2, 2, 2], indices
+            ),
+        )
+
+    inputs = (x, torch.randn_like(pooled))
+    graph = trace(fn, *inputs)
+    torch.testing.assert_close(run(graph, *inputs), fn(*inputs))

@@ -23,6 +23,7 @@ from ember.prims.pytree import TreeSpec, tree_flatten
 from ember.prims.source import SourceLocation, user_location
 from ember.prims.specs import ScalarSpec, SymSize, TensorSpec
 from ember.prims.tracer.naming import Namer
+from ember.prims.tracer.missing_meta import MISSING_META
 from ember.prims.tracer.symbolic_meta import (
     SYMBOLIC_META,
     contiguous_strides,
@@ -197,6 +198,11 @@ class Tracer:
             return rule(*args, **kwargs)
         try:
             return func(*args, **kwargs)
+        except NotImplementedError:
+            missing = MISSING_META.get(target)  # torch has no meta kernel for it
+            if missing is None:
+                raise
+            return missing(*args, **kwargs)
         except RuntimeError:
             # Many C++ meta kernels take concrete sizes only; ember's decomposition of the op
             # into prims (whose meta rules are ember's own) gives the symbolic result.
