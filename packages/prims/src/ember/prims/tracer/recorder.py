@@ -22,8 +22,8 @@ from ember.prims.ops import op_name
 from ember.prims.pytree import TreeSpec, tree_flatten
 from ember.prims.source import SourceLocation, user_location
 from ember.prims.specs import ScalarSpec, SymSize, TensorSpec
-from ember.prims.tracer.naming import Namer
 from ember.prims.tracer.missing_meta import MISSING_META
+from ember.prims.tracer.naming import Namer
 from ember.prims.tracer.symbolic_meta import (
     SYMBOLIC_META,
     contiguous_strides,
