@@ -161,7 +161,7 @@ def _simplified(node: LoopNode) -> tuple[tuple[Expr, ...], tuple[Expr, ...], Loo
                                          dict[sympy.Symbol, Expr]]:  # fmt: skip
     node = _with_ranges(node)
     indices = _indices(node)
-    outer = simplify_loops(node.variables, node.ranges, indices, "x")
+    outer = simplify_loops(node.variables, node.ranges, indices, "x", reorder=True)
     inner = simplify_loops(node.reduction_variables, node.reduction_ranges, indices, "r")
     return outer.sizes, inner.sizes, node, {**outer.mapping, **inner.mapping}
 

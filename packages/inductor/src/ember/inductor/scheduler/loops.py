@@ -38,8 +38,14 @@ def body_indices(root: BodyValue, extra: Sequence[Expr] = ()) -> list[Expr]:
 
 
 def simplify_loops(
-    variables: Sequence[sympy.Symbol], sizes: Sequence[Expr], indices: Sequence[Expr], prefix: str
+    variables: Sequence[sympy.Symbol],
+    sizes: Sequence[Expr],
+    indices: Sequence[Expr],
+    prefix: str,
+    reorder: bool = False,
 ) -> Loops:
+    """`reorder`: the loop that most accesses walk with stride 1 becomes the innermost (see
+    `_innermost_last`)."""
     mapping: dict[sympy.Symbol, Expr] = {}
     kept: list[tuple[sympy.Symbol, Expr]] = []
     for variable, size in zip(variables, sizes):
@@ -48,6 +54,8 @@ def simplify_loops(
         else:
             kept.append((variable, size))
     exprs = [sympy.expand(e.xreplace(mapping)) if mapping else e for e in indices]
+    if reorder:
+        kept = _innermost_last(kept, exprs)
     position = len(kept) - 2
     while position >= 0:
         (outer, outer_size), (inner, inner_size) = kept[position], kept[position + 1]
@@ -59,6 +67,27 @@ def simplify_loops(
     for k, (variable, _) in enumerate(kept):
         mapping[variable] = index_var(prefix, k)
     return Loops(tuple(size for _, size in kept), mapping)
+
+
+def _innermost_last(
+    kept: list[tuple[sympy.Symbol, Expr]], exprs: Sequence[Expr]
+) -> list[tuple[sympy.Symbol, Expr]]:
+    """The loops with the one that the most index expressions (the store's and the loads')
+    walk with stride 1 moved innermost, when it beats the current innermost loop: a cast of a
+    transposed weight into its padded buffer stored and loaded 768 elements apart per lane
+    (0.95 ms for GPT-2's LM head weight on the H100, where a coalesced copy takes 0.09 ms).
+    Ties keep the order (a pure transpose stores contiguously, as before)."""
+    if len(kept) < 2:
+        return kept
+
+    def unit_strides(variable: sympy.Symbol) -> int:
+        return sum(any(t == variable for t in sympy.Add.make_args(e)) for e in exprs)
+
+    scores = [unit_strides(variable) for variable, _ in kept]
+    best = max(range(len(kept)), key=lambda k: (scores[k], k))
+    if scores[best] <= scores[-1]:
+        return kept
+    return [*kept[:best], *kept[best + 1 :], kept[best]]
 
 
 def _mergeable(expr: Expr, outer: sympy.Symbol, inner: sympy.Symbol, inner_size: Expr) -> bool:
