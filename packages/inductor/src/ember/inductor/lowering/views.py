@@ -182,13 +182,26 @@ def as_strided(
     spec = ctx.output_spec()
     assert ctx.node is not None
     argument = ctx.node.args[0]
+    traced = ctx.spec_layout(argument.name) if isinstance(argument, Ref) else None
     if isinstance(a, StorageView):
         # as_strided's offset is absolute in the storage; ours counts from the storage's base
         # pointer, which sits at (the argument's traced offset - its offset in our storage)
         base = a
         start = storage_offset(ctx, argument) - a.layout.offset
+    elif traced is not None and traced.is_contiguous():
+        # windows of a value not computed yet (pooling over a padded input): an index function
+        # over its row-major elements; realizing it first would materialize the whole padded
+        # input (EfficientNet's 1280-wide average pool: a 250 GiB buffer)
+        size = tuple(as_expr(s) for s in shape)
+        steps = [as_expr(s) for s in strides]
+        load, own = a.loader(), a.size
+
+        def to_input(index: body.Index) -> list[Expr]:
+            return unflatten(flat_index(index, steps, as_expr(offset)), own)
+
+        return view_of(a, size, lambda index: load(to_input(index)))
     else:
-        base = ctx.realize(a, ctx.spec_layout(argument.name) if isinstance(argument, Ref) else None)
+        base = ctx.realize(a, traced)
         start = sympy.S.Zero
     layout = Layout(
         spec.dtype,

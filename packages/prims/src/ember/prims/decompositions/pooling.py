@@ -56,10 +56,16 @@ def _windows(
     p: list[int],
     d: list[int],
     ceil_mode: bool,
+    clamp: bool = False,
 ) -> tuple[torch.Tensor, list[int]]:
-    """[N, C, oh, ow, kh * kw] windows of x (4-d) padded with value."""
+    """[N, C, oh, ow, kh * kw] windows of x (4-d) padded with value; `clamp` (average pooling)
+    cuts windows to the padded input."""
     n, c, h, w = x.shape
     out = [_out_size(size, k[i], s[i], p[i], d[i], ceil_mode) for i, size in enumerate((h, w))]
+    if clamp:
+        # a window never needs to reach past the padded input (size + 2p): what lies beyond is
+        # padding no average counts (EfficientNet pools 7x7 maps with a 1280-wide kernel)
+        k = [min(k[i], size + 2 * p[i]) for i, size in enumerate((h, w))]
     high = [
         max((out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 - (size + p[i]), 0)
         for i, size in enumerate((h, w))
@@ -145,7 +151,7 @@ def _avg_pool2d(
     k = _pair(kernel_size)
     s, p, d = _pair(stride, k), _pair(padding), [1, 1]
     xb = _batched(x)
-    windows, _ = _windows(xb, 0.0, k, s, p, d, ceil_mode)
+    windows, _ = _windows(xb, 0.0, k, s, p, d, ceil_mode, clamp=True)
     total = prims.sum(windows, [4])
     if divisor_override:
         result = prims.div(total, scalar_like(divisor_override, total))
@@ -154,9 +160,9 @@ def _avg_pool2d(
         ones = prims.full([1, 1, h, w], 1, dtype=x.dtype, device=x.device)
         if count_include_pad:
             ones = prims.pad(ones, 1.0, [0, 0, p[0], p[1]], [0, 0, p[0], p[1]], [0, 0, 0, 0])
-            counted, _ = _windows(ones, 0.0, k, s, [0, 0], d, ceil_mode)
+            counted, _ = _windows(ones, 0.0, k, s, [0, 0], d, ceil_mode, clamp=True)
         else:
-            counted, _ = _windows(ones, 0.0, k, s, p, d, ceil_mode)
+            counted, _ = _windows(ones, 0.0, k, s, p, d, ceil_mode, clamp=True)
         counts = prims.broadcast_in_dim(prims.sum(counted, [4]), list(total.shape), [0, 1, 2, 3])
         result = prims.div(total, counts)
     return prims.squeeze(result, [0]) if x.dim() == 3 else result
