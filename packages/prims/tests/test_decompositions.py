@@ -216,3 +216,19 @@ def test_det_returns_the_lu_factors_aten_does(op: object) -> None:
     a = torch.randn(2, 4, 4)
     graph = decompose(trace(op, a), PRIM_DECOMPOSITIONS)
     _close(run(graph, a), op(a))
+
+
+@pytest.mark.parametrize("size", [[25, 5], [3, 4], [130]])
+def test_resize_keeps_the_elements_in_memory_order(size: list[int]) -> None:
+    """resize_ had no decomposition: the tracer's tensor kept its old shape."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.clone().resize_(size) * 2
+
+    x = torch.randn(5, 5, 5)
+    graph = decompose(trace(fn, x), PRIM_DECOMPOSITIONS)
+    assert all(is_prim(node.target) for node in graph.nodes)
+    actual, expected = run(graph, x), fn(x)
+    kept = min(actual.numel(), x.numel())  # ATen leaves the elements past the old end unset
+    assert actual.shape == expected.shape
+    _close(actual.flatten()[:kept], expected.flatten()[:kept])

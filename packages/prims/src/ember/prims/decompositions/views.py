@@ -395,3 +395,20 @@ def _split_with_sizes_copy(
 
 to_prims("aten::unsafe_split.Tensor")(_split)
 to_prims("aten::unsafe_split_with_sizes.default")(split_with_sizes)
+
+
+@to_prims("aten::resize_.default")
+def _resize_(a: torch.Tensor, size: Sequence[int], memory_format: Any = None) -> torch.Tensor:
+    """`a` with `size`: its elements in memory order, cut short or extended (ATen leaves the
+    new elements uninitialized; here they are zeros). The tracer renames the resized tensor,
+    so the result stands for it."""
+    if not a.is_contiguous():
+        raise NotImplementedError("resize_ of a non-contiguous tensor reads its storage order")
+    flat = prims.reshape(a, [a.numel()])
+    needed = math.prod(size)
+    if needed <= a.numel():
+        flat = prims.slice(flat, [0], [needed], [1])
+    else:
+        extra = prims.full([needed - a.numel()], 0, dtype=a.dtype, device=a.device)
+        flat = prims.cat([flat, extra], 0)
+    return prims.reshape(flat, list(size))
