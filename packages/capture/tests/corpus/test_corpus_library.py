@@ -1,0 +1,293 @@
+"""Corpus: what library code (transformers, the stdlib) does inside a model's forward, captured
+whole as torch.compile captures it: new objects of plain classes, os.environ reads, dtype
+facts, inspect.signature, deep copies of configs, loss modules built in forward, log calls,
+torch.compiler.is_compiling(). Each program matches eager (outputs, state written) with the
+graph and break counts given, on two calls."""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+import inspect
+import logging
+import os
+from typing import Any
+
+import pytest
+import torch
+from capture_corpus_support import Case, cases, check, randn
+from torch import nn
+
+from ember.capture.compile import compile as ember_compile
+from ember.capture.explain import collecting
+from ember.capture.testing import CompileCounter
+
+# ---- objects made in the function ---------------------------------------------------------
+
+
+class Layer:
+    def __init__(self) -> None:
+        self.keys: torch.Tensor | None = None
+
+    def update(self, keys: torch.Tensor) -> torch.Tensor:
+        self.keys = keys if self.keys is None else torch.cat([self.keys, keys])
+        return self.keys
+
+
+class Cache:
+    """Like transformers' DynamicCache: layers made in __init__, mutated by update()."""
+
+    def __init__(self, layers: int) -> None:
+        self.layers = [Layer() for _ in range(layers)]
+        self.seen = 0
+
+    def update(self, keys: torch.Tensor, index: int) -> torch.Tensor:
+        self.seen += keys.shape[0]
+        return self.layers[index].update(keys)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+
+class Pair:
+    def __init__(self, first: Cache, second: Cache) -> None:
+        self.first = first
+        self.second = second
+
+
+class View(collections.abc.Sequence):  # type: ignore[type-arg]
+    """A Sequence subclass (empty __slots__ in its bases), iterated by __len__/__getitem__."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def __len__(self) -> int:
+        return 3
+
+    def __getitem__(self, index: int) -> float:  # type: ignore[override]
+        if index >= 3:
+            raise IndexError(index)
+        return self.scale * (index + 1)
+
+
+def cache_returned(x):
+    cache = Cache(2)
+    y = cache.update(x * 2, 0)
+    cache.update(x + 1, 1)
+    cache.update(y, 0)
+    return cache, len(cache)
+
+
+def cache_used_not_returned(x):
+    cache = Cache(1)
+    if cache:
+        x = cache.update(x, 0) + 1
+    return x * cache.seen
+
+
+def nested_new_objects(x):
+    pair = Pair(Cache(1), Cache(1))
+    pair.first.update(x * 2, 0)
+    pair.second = pair.first  # aliasing survives the rebuild
+    return pair
+
+
+def new_object_across_break(x):
+    cache = Cache(1)
+    cache.update(x * 2, 0)
+    print("break")
+    cache.update(x * 3, 0)
+    return cache
+
+
+def sequence_view(x):
+    total = x
+    for scale in View(2.0):
+        total = total * scale
+    return total, hasattr(View(1.0), "scale"), hasattr(View(1.0), "missing")
+
+
+def new_object_attribute_deleted(x):
+    cache = Cache(1)
+    cache.extra = x * 2
+    del cache.extra
+    return x + cache.seen, hasattr(cache, "extra")
+
+
+def _counts(result: Any) -> Any:
+    return result
+
+
+# ---- the process environment -------------------------------------------------------------
+
+MISSING_KEY = "EMBER_TEST_SURELY_UNSET_VARIABLE"
+SET_KEY = "EMBER_TEST_SET_VARIABLE"
+
+
+def environ_missing(x):
+    if os.environ.get(MISSING_KEY, "0") == "1":
+        return x * 2
+    return x + (MISSING_KEY in os.environ)
+
+
+def environ_set(x):
+    factor = float(os.environ.get(SET_KEY, "1"))
+    return x * factor + float(os.environ[SET_KEY])
+
+
+# ---- constants from torch and inspect ----------------------------------------------------
+
+
+def finfo_min(x):
+    return x.masked_fill(x < 0, torch.finfo(x.dtype).min) + torch.iinfo(torch.int8).max
+
+
+def _chunk(hidden):
+    return hidden * 2
+
+
+def signature_length(x):
+    count = len(inspect.signature(_chunk).parameters)
+    names = list(inspect.signature(_chunk).parameters)
+    return x * count, names
+
+
+class Chunked(nn.Module):
+    def feed_forward(self, hidden):
+        return hidden + 1
+
+    def forward(self, x):
+        # transformers' apply_chunking_to_forward: the signature of a bound method
+        assert len(inspect.signature(self.feed_forward).parameters) == 1
+        return self.feed_forward(x)
+
+
+def compiling_flag(x):
+    if torch.compiler.is_compiling():
+        return x * 2
+    return x.nonzero()
+
+
+# ---- deep copies of configs ---------------------------------------------------------------
+
+
+class Config:
+    attribute_map = {"num_layers": "layers"}
+
+    def __init__(self) -> None:
+        self.layers = 2
+        self.decoder_layers = 3
+        self.names = ["a", "b"]
+
+    def __getattribute__(self, key: str) -> Any:
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def config_deepcopy(config, x):
+    decoder = copy.deepcopy(config)
+    for key in decoder.to_dict():
+        if key.startswith("decoder_"):
+            setattr(decoder, key[len("decoder_") :], getattr(decoder, key))
+            delattr(decoder, key)
+    return x * decoder.layers + config.num_layers, decoder
+
+
+# ---- modules built in forward, log calls --------------------------------------------------
+
+
+def loss_built_in_forward(x, target):
+    loss = nn.CrossEntropyLoss(ignore_index=-100)
+    return loss(x, target)
+
+
+LOGGER = logging.getLogger("ember.tests.library")
+
+
+def logs_a_warning(x):
+    LOGGER.warning("a warning with %s", "an argument")
+    return x + 1
+
+
+def _state() -> Any:
+    return None
+
+
+CASES = cases(
+    Case(cache_returned, lambda: (randn(2, 3),)),
+    Case(cache_used_not_returned, lambda: (randn(2, 3),)),
+    Case(nested_new_objects, lambda: (randn(2, 3),)),
+    Case(new_object_across_break, lambda: (randn(2, 3),), graphs=2, breaks=1),
+    Case(sequence_view, lambda: (randn(3),)),
+    Case(new_object_attribute_deleted, lambda: (randn(3),)),
+    Case(environ_missing, lambda: (randn(3),)),
+    Case(finfo_min, lambda: (randn(4),)),
+    Case(signature_length, lambda: (randn(3),)),
+    Case(config_deepcopy, lambda: (Config(), randn(3))),
+    Case(loss_built_in_forward, lambda: (randn(4, 5), torch.tensor([0, 1, -100, 4]))),
+    Case(logs_a_warning, lambda: (randn(3),)),
+)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_library(case: Case) -> None:
+    check(case)
+
+
+def test_bound_method_signature_in_module() -> None:
+    check(Case(Chunked().forward.__func__, lambda: (Chunked(), randn(3)), copy_inputs=False))
+
+
+def test_environ_value_is_guarded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A changed environment variable recompiles instead of reusing the old constant."""
+    monkeypatch.setenv(SET_KEY, "2")
+    counter = CompileCounter()
+    compiled = ember_compile(environ_set, backend=counter)
+    x = randn(3)
+    torch.testing.assert_close(compiled(x), environ_set(x))
+    monkeypatch.setenv(SET_KEY, "3")
+    torch.testing.assert_close(compiled(x), environ_set(x))
+    assert counter.frame_count == 2
+    monkeypatch.setenv(MISSING_KEY, "1")
+    missing = ember_compile(environ_missing, backend=counter)
+    torch.testing.assert_close(missing(x), environ_missing(x))
+
+
+def test_config_change_recompiles_the_deep_copy() -> None:
+    config = Config()
+    counter = CompileCounter()
+    compiled = ember_compile(config_deepcopy, backend=counter)
+    x = randn(3)
+    first, copied = compiled(config, x)
+    assert copied.layers == 3 and not hasattr(copied, "decoder_layers")
+    assert config.decoder_layers == 3  # the original is untouched
+    again, second_copy = compiled(config, x)
+    assert second_copy is not copied  # a fresh copy per call, as in eager
+    config.decoder_layers = 5
+    changed, copied = compiled(config, x)
+    torch.testing.assert_close(changed, x * 5 + 2)
+    assert counter.frame_count == 2
+
+
+def test_log_call_is_replayed_after_the_graph(caplog: pytest.LogCaptureFixture) -> None:
+    compiled = ember_compile(logs_a_warning, backend=CompileCounter())
+    with caplog.at_level(logging.WARNING, logger=LOGGER.name), collecting() as seen:
+        compiled(randn(3))
+        compiled(randn(3))
+    assert [r.getMessage() for r in caplog.records] == ["a warning with an argument"] * 2
+    assert seen.break_count == 0
+
+
+def test_is_compiling_is_true_while_capturing() -> None:
+    """As under torch.compile, library code takes its compiler path (one graph, no break)."""
+    x = randn(3)
+    assert compiling_flag(x).shape == (3, 1)  # eager: not compiling
+    counter = CompileCounter()
+    with collecting() as seen:
+        result = ember_compile(compiling_flag, backend=counter)(x)
+    torch.testing.assert_close(result, x * 2)
+    assert (counter.frame_count, seen.break_count) == (1, 0)
