@@ -114,10 +114,6 @@ def new_object_attribute_deleted(x):
     return x + cache.seen, hasattr(cache, "extra")
 
 
-def _counts(result: Any) -> Any:
-    return result
-
-
 # ---- the process environment -------------------------------------------------------------
 
 MISSING_KEY = "EMBER_TEST_SURELY_UNSET_VARIABLE"
@@ -213,10 +209,6 @@ def logs_a_warning(x):
     return x + 1
 
 
-def _state() -> Any:
-    return None
-
-
 CASES = cases(
     Case(cache_returned, lambda: (randn(2, 3),)),
     Case(cache_used_not_returned, lambda: (randn(2, 3),)),
@@ -263,9 +255,11 @@ def test_config_change_recompiles_the_deep_copy() -> None:
     compiled = ember_compile(config_deepcopy, backend=counter)
     x = randn(3)
     first, copied = compiled(config, x)
+    torch.testing.assert_close(first, x * 3 + 2)
     assert copied.layers == 3 and not hasattr(copied, "decoder_layers")
     assert config.decoder_layers == 3  # the original is untouched
     again, second_copy = compiled(config, x)
+    torch.testing.assert_close(again, first)
     assert second_copy is not copied  # a fresh copy per call, as in eager
     config.decoder_layers = 5
     changed, copied = compiled(config, x)
