@@ -124,6 +124,8 @@ def _literal(value: Any, program: Program) -> str:
         if math.isnan(value) or math.isinf(value):
             return f"float({str(value)!r})"
         return repr(value)
+    if isinstance(value, complex):  # polar's backward multiplies by 1j
+        return f"complex({_literal(value.real, program)}, {_literal(value.imag, program)})"
     if isinstance(value, torch.device):
         return f"torch.device({str(value)!r})"
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):

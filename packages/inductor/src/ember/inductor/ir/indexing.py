@@ -125,6 +125,8 @@ def unflatten(flat: Expr, sizes: Sequence[Expr]) -> list[Expr]:
     """The multi-dimensional index of `flat` in a contiguous tensor of `sizes`."""
     if len(sizes) == 1:
         return [flat]
+    if any(size == 0 for size in sizes):  # no elements: any index is right
+        return [sympy.Integer(0)] * len(sizes)
     strides = contiguous_strides(sizes)
     result: list[Expr] = []
     for position, (size, stride) in enumerate(zip(sizes, strides)):
