@@ -138,6 +138,28 @@ def finfo_min(x):
     return x.masked_fill(x < 0, torch.finfo(x.dtype).min) + torch.iinfo(torch.int8).max
 
 
+class Stages(nn.Module):
+    """timm's RegNet: forward walks `self.children()`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(3, 3)
+        self.skipped = None
+        self.second = nn.ReLU()
+        self.again = self.first  # a repeat: children() yields it once
+
+    def forward(self, x):
+        for block in self.children():
+            x = block(x)
+        names = [name for name, _ in self.named_children()]
+        return x, names
+
+
+def test_module_children_walk() -> None:
+    model = Stages()
+    check(Case(Stages.forward, lambda: (model, randn(2, 3)), copy_inputs=False))
+
+
 def _chunk(hidden):
     return hidden * 2
 

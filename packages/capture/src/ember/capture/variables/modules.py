@@ -86,6 +86,8 @@ class ModuleVariable(Variable):
             return wrap(frame, module.__dict__[name], self._child_source(name))
         if isinstance(module, nn.ModuleDict) and name in ("keys", "values", "items"):
             return _ModuleDictMethod(self, name)
+        if name in ("children", "named_children") and self.source is not None:
+            return _ModuleChildren(self, name)
         try:
             static = inspect.getattr_static(type(module), name)
         except AttributeError as error:
@@ -181,6 +183,37 @@ class _ModuleDictMethod(Variable):
         return ListVariable(
             [TupleVariable([ConstantVariable(n), c]) for n, c in zip(names, children)]
         )
+
+
+class _ModuleChildren(Variable):
+    """`children()` or `named_children()` of a module: its submodules in order (guarded on
+    the names in its `_modules` table), skipping None entries and repeats, as torch does."""
+
+    def __init__(self, owner: ModuleVariable, name: str) -> None:
+        self.owner = owner
+        self.name = name
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from ember.capture.variables.containers import IteratorVariable
+
+        if args or kwargs:
+            raise Unsupported(f"calling nn.Module.{self.name} with arguments")
+        assert self.owner.source is not None
+        table = self.owner.module._modules
+        frame.session.guard(
+            GuardKind.DICT_KEYS, AttrSource(self.owner.source, "_modules"), tuple(table)
+        )
+        seen: set[int] = set()
+        found: list[Variable] = []
+        for name, child in table.items():
+            if child is None or id(child) in seen:
+                continue
+            seen.add(id(child))
+            variable = self.owner.child(frame, name)
+            if self.name == "named_children":
+                variable = TupleVariable([ConstantVariable(name), variable])
+            found.append(variable)
+        return IteratorVariable(found)
 
 
 def _is_torch_leaf(module: nn.Module) -> bool:
