@@ -211,8 +211,9 @@ class _ModuleChildren(Variable):
             seen.add(id(child))
             variable = self.owner.child(frame, name)
             if self.name == "named_children":
-                variable = TupleVariable([ConstantVariable(name), variable])
-            found.append(variable)
+                found.append(TupleVariable([ConstantVariable(name), variable]))
+            else:
+                found.append(variable)
         return IteratorVariable(found)
 
 
