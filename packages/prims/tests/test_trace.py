@@ -24,6 +24,7 @@ from ember.prims import (
     trace,
     verify,
 )
+from ember.prims.decompositions import PRIM_DECOMPOSITIONS, decompose
 from ember.prims.testing import MLP, AttentionBlock, SmallCNN
 
 
@@ -262,3 +263,18 @@ def test_backward_ops_without_a_torch_meta_kernel_trace() -> None:
     inputs = (x, torch.randn_like(pooled))
     graph = trace(fn, *inputs)
     torch.testing.assert_close(run(graph, *inputs), fn(*inputs))
+
+
+def test_a_view_input_keeps_its_storage_offset() -> None:
+    """as_strided's storage_offset counts from the storage's start: the decomposition needs
+    the input's own offset (OpInfo's as_strided.partial_views read the wrong elements)."""
+    base = torch.arange(20.0)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.as_strided(x, (2, 2), (1, 2), 2) * 1
+
+    view = base[5:15]
+    graph = trace(fn, view)
+    assert graph.inputs[0].value.spec.storage_offset == 5
+    decomposed = decompose(graph, PRIM_DECOMPOSITIONS)
+    torch.testing.assert_close(run(decomposed, view), fn(view))

@@ -85,7 +85,15 @@ class Tracer:
                 )
             if contiguous:
                 strides = contiguous_strides(sizes)
-        return torch.empty_strided(sizes, strides, dtype=tensor.dtype, device=_META)
+            return torch.empty_strided(sizes, strides, dtype=tensor.dtype, device=_META)
+        # A view keeps its storage offset: as_strided with an explicit storage_offset counts
+        # from the storage's start, and its decomposition subtracts the input's offset.
+        meta = torch.empty_strided(sizes, strides, dtype=tensor.dtype, device=_META)
+        if tensor.storage_offset() == 0:
+            return meta
+        extent = tensor.storage_offset() + tensor.untyped_storage().nbytes() // tensor.itemsize
+        storage = torch.empty(extent, dtype=tensor.dtype, device=_META)
+        return storage.as_strided(sizes, strides, tensor.storage_offset())
 
     def constant(self, tensor: torch.Tensor) -> Ref:
         """Lift a real tensor met while tracing into the constants table."""
