@@ -144,3 +144,20 @@ def test_dropout_mask_is_the_same_in_forward_and_backward(
     torch.testing.assert_close(x.grad, torch.where(dropped, 0.0, upstream * 2.0 / 0.7))
     expected = torch.where(dropped, 0.0, upstream * values / 0.7).sum(0)
     torch.testing.assert_close(w.grad, expected)
+
+
+def test_a_host_sample_in_a_device_graph_draws_its_seed_where_the_kernels_run() -> None:
+    """OPT's and BART's LayerDrop draw `torch.rand([])` on the CPU inside a CUDA graph: the
+    sample is computed by the graph's (Triton) kernels, so its seed must live on their device
+    (a CPU seed reached the kernel: KernelDeviceError). Traced on meta tensors here, the
+    device a CPU-only machine has besides the CPU."""
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        keep = torch.rand([]) < 0.5
+        return x * 2, keep
+
+    graph = decompose(prims.trace(fn, torch.randn(3, device="meta")), DECOMPOSITIONS)
+    program = lower_graph(graph)
+    seeds = [n for n in program.nodes if isinstance(n, ExternNode)]
+    assert [n.target for n in seeds] == ["prims::random_seed"]
+    assert seeds[0].kwargs["device"] == torch.device("meta")

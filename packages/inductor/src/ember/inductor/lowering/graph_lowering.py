@@ -71,6 +71,8 @@ class LoweringContext:
     atomic_dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES
     # reductions with few outputs over many elements run as two (GPUs: see split_reduction)
     split_reductions: bool = False
+    # where the kernels run: the first non-CPU device of the Graph's tensors, else the CPU
+    compute_device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     # ---- names and buffers --------------------------------------------------------------
 
@@ -383,6 +385,17 @@ def storage_offset(ctx: LoweringContext, argument: object) -> Expr:
     return sympy.S.Zero
 
 
+def compute_device(graph: Graph) -> torch.device:
+    """The device a Graph's kernels run on: the first non-CPU device of its tensors (a GPU
+    graph may hold host tensors: index tensors, scalars, `torch.rand([])`), else the CPU."""
+    specs = [graph_input.value.spec for graph_input in graph.inputs]
+    specs += [value.spec for node in graph.nodes for value in node.output_values()]
+    for spec in specs:
+        if isinstance(spec, TensorSpec) and spec.device.type != "cpu":
+            return spec.device
+    return torch.device("cpu")
+
+
 def broadcast_loader(value: TensorValue, size: Sequence[Expr]) -> body.Loader:
     """Read `value` broadcast (right-aligned, size-1 dims repeated) to `size`."""
     load = value.loader()
@@ -443,6 +456,7 @@ def _lower(
         dtypes=dtypes,
         atomic_dtypes=atomic_dtypes,
         split_reductions=split_reductions,
+        compute_device=compute_device(graph),
     )
     program = ctx.program
     for position, graph_input in enumerate(graph.inputs):

@@ -1,5 +1,5 @@
 """Random numbers: `prims::random_seed` stays a call of the op (it draws from torch's host
-generator), and `prims::uniform`/`prims::normal` become lazy tensors whose element at flat
+generator, onto the device the kernels run on), and `prims::uniform`/`prims::normal` become lazy tensors whose element at flat
 position i is the IR's `random(seed, offset + i, kind)`, scaled and shifted: a pure function
 of the seed tensor, so any kernel that recomputes an element (a dropout mask in the backward)
 draws the same number. The stream is ember's (Philox), not eager torch's.
@@ -22,6 +22,10 @@ from ember.inductor.lowering.table import lowers
 
 @lowers("prims::random_seed")
 def random_seed(ctx: LoweringContext, **kwargs: Any) -> list[Any]:
+    # the seed is read by kernels: draw it where they run. A host tensor's sample in a GPU
+    # graph (OPT's and BART's LayerDrop: `torch.rand([])`) drew a CPU seed that the Triton
+    # kernel computing the sample could not read (KernelDeviceError)
+    kwargs = {**kwargs, "device": ctx.compute_device}
     return ctx.extern("prims::random_seed", [], kwargs, is_fallback=False)
 
 
