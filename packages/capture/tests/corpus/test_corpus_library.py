@@ -7,6 +7,7 @@ graph and break counts given, on two calls."""
 from __future__ import annotations
 
 import collections.abc
+import contextvars
 import copy
 import inspect
 import logging
@@ -112,6 +113,47 @@ def new_object_attribute_deleted(x):
     cache.extra = x * 2
     del cache.extra
     return x + cache.seen, hasattr(cache, "extra")
+
+
+# ---- context variables ---------------------------------------------------------------------
+
+COLLECTOR: contextvars.ContextVar[Any] = contextvars.ContextVar("collector", default=None)
+SCALE: contextvars.ContextVar[float] = contextvars.ContextVar("scale")
+
+
+def _inner(x):
+    collected = COLLECTOR.get()
+    if collected is not None:
+        collected.append("inner")
+    return x * 2
+
+
+def context_set_reset(x):
+    # transformers' output capturing: set, run, reset in finally
+    token = COLLECTOR.set([])
+    try:
+        y = _inner(x)
+        seen = list(COLLECTOR.get())
+    finally:
+        COLLECTOR.reset(token)
+    return y, seen, COLLECTOR.get()
+
+
+def context_set_kept(x):
+    SCALE.set(3.0)
+    return x * SCALE.get()
+
+
+def context_read(x):
+    return x * SCALE.get(1.0)
+
+
+def _context_state() -> Any:
+    return COLLECTOR.get(), SCALE.get("unset")
+
+
+def _context_reset() -> None:
+    COLLECTOR.set(None)
 
 
 # ---- the process environment -------------------------------------------------------------
@@ -232,6 +274,8 @@ def logs_a_warning(x):
 
 
 CASES = cases(
+    Case(context_set_reset, lambda: (randn(3),), state=_context_state, reset=_context_reset),
+    Case(context_read, lambda: (randn(3),), state=_context_state, reset=_context_reset),
     Case(cache_returned, lambda: (randn(2, 3),)),
     Case(cache_used_not_returned, lambda: (randn(2, 3),)),
     Case(nested_new_objects, lambda: (randn(2, 3),)),
@@ -307,3 +351,23 @@ def test_is_compiling_is_true_while_capturing() -> None:
         result = ember_compile(compiling_flag, backend=counter)(x)
     torch.testing.assert_close(result, x * 2)
     assert (counter.frame_count, seen.break_count) == (1, 0)
+
+
+def test_context_var_set_is_replayed_and_guarded() -> None:
+    """A set() left in place is replayed after the graph; a later value recompiles."""
+
+    def run() -> None:
+        counter = CompileCounter()
+        compiled = ember_compile(context_set_kept, backend=counter)
+        x = randn(3)
+        with collecting() as seen:
+            torch.testing.assert_close(compiled(x), x * 3)
+        assert SCALE.get() == 3.0 and seen.break_count == 0
+        reading = ember_compile(context_read, backend=counter)
+        torch.testing.assert_close(reading(x), x * 3)
+        SCALE.set(5.0)
+        torch.testing.assert_close(reading(x), x * 5)  # guarded: recompiles
+        assert counter.frame_count == 3
+
+    contextvars.copy_context().run(run)  # SCALE stays unset outside
+    assert SCALE.get("unset") == "unset"

@@ -55,6 +55,8 @@ class SideEffects:
     writes: list[AttributeWrite | GlobalWrite | MethodCall] = field(default_factory=list)
     # Lists and dicts read from a source; those whose `mutated` flag is set are replayed.
     containers: list[Variable] = field(default_factory=list)
+    # ContextVars set or read in the capture, by id: their ContextState (context_vars.py).
+    context_vars: dict[int, Any] = field(default_factory=dict)
     _attributes: dict[tuple[int, str], Variable] = field(default_factory=dict)
     _globals: dict[tuple[int, str], Variable] = field(default_factory=dict)
 

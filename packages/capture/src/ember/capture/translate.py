@@ -43,6 +43,7 @@ from ember.capture.side_effects import AttributeWrite, MethodCall, call_method
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables.autocast import ResumedAutocast
 from ember.capture.variables.containers import ListVariable
+from ember.capture.variables.context_vars import replay_value
 from ember.capture.variables.functions import CellVariable
 from ember.prims import Graph, Ref, Tracer, cross_boundary, tree_flatten
 
@@ -226,6 +227,16 @@ def _effects(session: CaptureSession, rebuild: Reconstructor) -> list[SideEffect
             plans.append(SideEffectPlan("attr", value, rebuild.plan(write.owner), write.name))
         else:
             plans.append(SideEffectPlan("global", value, write.table, write.name))
+    for state in session.side_effects.context_vars.values():
+        replayed = replay_value(state)
+        if replayed is not None:  # the net change: one set() after the graph
+            parts = (
+                rebuild.plan(state.owner),
+                OutputPlan("constant", "set"),
+                OutputPlan("tuple", children=(rebuild.plan(replayed),)),
+                OutputPlan("dict", (), ()),
+            )
+            plans.append(SideEffectPlan("call", OutputPlan("call", call_method, parts)))
     for container in session.side_effects.mutated_containers():
         assert container.source is not None
         target = OutputPlan("source", container.source)

@@ -38,6 +38,7 @@ from ember.capture.variables.containers import (
     SetVariable,
     TupleVariable,
 )
+from ember.capture.variables.context_vars import ContextVarVariable, is_context_var
 from ember.capture.variables.environ import EnvironVariable
 from ember.capture.variables.functional import PartialVariable
 from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
@@ -154,6 +155,9 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
     if isinstance(value, type):
         session.guard(GuardKind.ID, source, value)
         return ConstantVariable(value, source)
+    if is_context_var(value):
+        session.guard(GuardKind.ID, source, value)
+        return ContextVarVariable(value, source)
     if value is os.environ:
         session.guard(GuardKind.ID, source, value)
         return EnvironVariable(value, source)
