@@ -68,3 +68,15 @@ def test_unsupported_names_line_and_construct(fn, construct: str) -> None:
 
 def test_disabled_function_runs_eagerly() -> None:
     assert torch.equal(opaque(torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_a_sparse_tensor_argument_runs_eagerly() -> None:
+    """Graphs hold strided tensors; a sparse CSR argument crashed capture (no strides)."""
+
+    def sparse_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.sparse.mm(a, b) * 2
+
+    a, b = torch.eye(3).to_sparse_csr(), torch.randn(3, 2)
+    torch.testing.assert_close(ember_compile(sparse_matmul, backend="eager")(a, b), 2 * b)
+    with pytest.raises(Unsupported, match="sparse_csr"):
+        ember_compile(sparse_matmul, backend="eager", fullgraph=True)(a, b)

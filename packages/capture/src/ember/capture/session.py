@@ -16,6 +16,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from ember.capture.guards.kinds import Guard, GuardKind, TensorFacts
 from ember.capture.guards.source import AttrSource, Source
 from ember.capture.side_effects import SideEffects
+from ember.capture.unsupported import Unsupported
 from ember.capture.variables.base import Variable
 from ember.capture.variables.tensor import TensorVariable
 from ember.prims import SourceLocation, Tracer
@@ -69,6 +70,8 @@ class CaptureSession:
                 self.guard(GuardKind.TENSOR, source, TensorFacts.of(tensor))
                 self.guard(GuardKind.SAME_OBJECT, source, known.source)
             return known.variable
+        if tensor.layout != torch.strided:  # Graphs hold strided tensors: this runs eagerly
+            raise Unsupported(f"a {tensor.layout} tensor", "sparse tensors run in plain Python")
         self.guard(GuardKind.TENSOR, source, TensorFacts.of(tensor))
         # add_input builds meta tensors, which the active recording mode must not see.
         # TODO(issue 4 report): let prims' Tracer.add_input work while the tracer is active.
