@@ -125,3 +125,22 @@ def test_backward_formulas_that_write_in_place_are_made_pure() -> None:
         base,
         src,
     )
+
+
+def test_in_place_ops_whose_pure_twin_has_another_overload_name() -> None:
+    """pow_.Scalar's twin is pow.Tensor_Scalar (pow.Scalar takes a Scalar base); normalize's
+    backward writes pow_ in place, which the joint Graph now makes pure."""
+
+    def fn(x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+        y, z = x * 1, x * 1
+        y.pow_(2)
+        z.pow_(e)
+        return y + z
+
+    _check_values_and_gradients(
+        fn, torch.rand(4, requires_grad=True) + 0.5, torch.rand(4, requires_grad=True)
+    )
+    _check_values_and_gradients(
+        lambda x: torch.nn.functional.normalize(x, p=3, dim=1),
+        torch.randn(3, 4, requires_grad=True),
+    )

@@ -23,6 +23,13 @@ aten = torch.ops.aten
 FUNCTIONAL_VARIANTS: dict[str, str] = {
     "aten::bernoulli_.float": "aten::bernoulli.p",
     "aten::normal_.default": "aten::normal_functional.default",
+    # backward formulas write these in place (normalize's norm backward: pow_.Scalar)
+    "aten::pow_.Scalar": "aten::pow.Tensor_Scalar",
+    "aten::pow_.Tensor": "aten::pow.Tensor_Tensor",
+    "aten::float_power_.Scalar": "aten::float_power.Tensor_Scalar",
+    "aten::float_power_.Tensor": "aten::float_power.Tensor_Tensor",
+    "aten::floor_divide_.Tensor": "aten::floor_divide.default",
+    "aten::ldexp_.default": "aten::ldexp.Tensor",
 }
 
 
