@@ -29,6 +29,37 @@ export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.log") 2>&1
 
+# ember's backends are found through entry points ("ember.backends"), which a source tree on
+# PYTHONPATH does not provide: without wheels, write their dist-info from the pyproject files.
+if ! "$PYTHON" -c 'import sys, ember.capture as c; sys.exit("inductor" not in c.list_backends())' 2>/dev/null; then
+    shim="$(mktemp -d /tmp/ember-entry-points.XXXXXX)"
+    "$PYTHON" - "$shim" <<'PY'
+import pathlib
+import sys
+import tomllib
+
+root = pathlib.Path(sys.argv[1])
+for pyproject in sorted(pathlib.Path("packages").glob("*/pyproject.toml")):
+    project = tomllib.loads(pyproject.read_text())["project"]
+    groups = project.get("entry-points", {})
+    if not groups:
+        continue
+    name, version = project["name"], project.get("version", "0.0")
+    info = root / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{key} = {value}\n" for key, value in points.items()) + "\n"
+            for group, points in groups.items()
+        )
+    )
+PY
+    export PYTHONPATH="$shim${PYTHONPATH:+:$PYTHONPATH}"
+    echo "ember: entry points from the source tree's pyproject files ($shim)"
+fi
+"$PYTHON" -c 'import ember.capture as c; print("ember backends:", c.list_backends())'
+
 # The models the issue names first (their failures matter most), then the rest of the suite.
 FIRST="hf_layoutlm,hf_deberta_v2,hf_opt,hf_bart,hf_albert,hf_efficientnet,timm_swin_tiny,hf_swin"
 ALL="$("$PYTHON" -c 'from benchmarks.models import SUITE; print(",".join(s.name for s in SUITE))')"
@@ -67,7 +98,7 @@ fi
 timeout --kill-after=15 $((BUDGET + 40)) "$PYTHON" -m benchmarks.run \
     --device cuda --size medium --dtypes bf16 --backends "$BACKENDS" --out "$OUT" \
     --budget "$BUDGET" --jobs "$JOBS" --no-pause --models "$MODELS" --no-warm-compile \
-    --case-timeout 180 --model-budget 300 --steps 5 --warmup 2 --timing-allowance 2 "$@"
+    --case-timeout "${BENCH_CASE_TIMEOUT:-120}" --model-budget 300 --steps 5 --warmup 2 --timing-allowance 2 "$@"
 echo "== runner exit status $?"
 
 if [[ -n "$sanitizer_pid" ]]; then

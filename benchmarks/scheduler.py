@@ -289,6 +289,9 @@ def run_tasks(
                 record = {"status": "skipped", "error": "run time budget spent"}
             else:
                 record = {"status": "error", "error": f"worker did not start: {description}"}
+        elif alive and time.monotonic() >= run_deadline - 1.0:
+            # cut off by the end of the run, not by its own limit: not a result about the model
+            record = {"status": "skipped", "error": "run time budget ran out during this case"}
         elif alive:
             allowed = slot.deadline - slot.sent_at - slot.waited_s
             record = {

@@ -1,4 +1,4 @@
-"""The broad transformers zoo: 51 architectures built from configs with random weights.
+"""The broad transformers zoo: 49 architectures built from configs with random weights.
 
 A table, one row a model: the model class, its config class, the input kind (masked or causal
 language model, encoder-decoder, image classifier, LayoutLM with boxes) and the config fields
@@ -6,6 +6,9 @@ at a given size. Sizes: `small` (CPU, CI: width 64, seq 32, batch 2, images 64 p
 `medium` (the GPU correctness suite: realistic widths and resolutions, two layers or one block
 per stage, small batches; `gpu` is the same). Dropout is off unless the build asks for it;
 then every dropout probability in the config is 0.1 and so is the stochastic-depth rate.
+Left out: DeBERTa v1 and FNet, whose eager forward fails under bf16 autocast on CUDA
+(DeBERTa v1 fills a bf16 tensor with float32's minimum; cuFFT has no bf16), so neither could
+be judged against eager.
 """
 
 from __future__ import annotations
@@ -141,10 +144,6 @@ ROWS = (
                    "pos_att_type": ["p2c", "c2p"], "position_biased_input": False,
                    "norm_rel_ebd": "layer_norm", "share_att_key": True,
                    "max_relative_positions": -1}, "DeBERTa-v3 style (relative attention)"),
-    Row("hf_deberta", "DebertaForMaskedLM", "DebertaConfig", "masked-lm",
-        lambda d: {**bert_fields(d), "relative_attention": True,
-                   "pos_att_type": ["c2p", "p2c"], "position_biased_input": False,
-                   "max_relative_positions": -1}, "DeBERTa (disentangled attention)"),
     Row("hf_layoutlm", "LayoutLMForMaskedLM", "LayoutLMConfig", "layoutlm",
         bert_fields, "LayoutLM (2-D box embeddings)"),
     Row("hf_mpnet", "MPNetForMaskedLM", "MPNetConfig", "masked-lm",
@@ -158,9 +157,6 @@ ROWS = (
         lambda d: {**bert_fields(d), "embedding_size": d.hidden // 2,
                    "intra_bottleneck_size": d.hidden // 2, "true_hidden_size": d.hidden // 2,
                    "intermediate_size": d.hidden // 2}, "MobileBERT (bottlenecks, NoNorm)"),
-    Row("hf_fnet", "FNetForMaskedLM", "FNetConfig", "masked-lm",
-        lambda d: {k: v for k, v in bert_fields(d).items() if k != "num_attention_heads"},
-        "FNet (Fourier token mixing)"),
     Row("hf_funnel", "FunnelForMaskedLM", "FunnelConfig", "masked-lm",
         lambda d: {"d_model": d.hidden, "n_head": d.heads, "d_head": d.hidden // d.heads,
                    "d_inner": d.ffn, "vocab_size": d.vocab, "block_sizes": [1, 1],

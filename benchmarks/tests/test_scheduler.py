@@ -164,3 +164,13 @@ def test_a_dead_cuda_context_gets_a_fresh_worker(tmp_path: Path) -> None:
     after = records["a/inference/float32/other"]
     assert after["status"] == "pass"  # not blamed for the exit of the worker before it
     assert after["pid"] != broken["pid"]
+
+
+def test_a_case_cut_off_by_the_end_of_the_run_is_skipped_not_timed_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scheduler, "MINIMUM_CASE_S", 0.5)
+    tasks = [_task("a", "eager", ["work", 0.1]), _task("a", "compiled", ["hang"])]
+    records = _run(tmp_path, tasks, jobs=1, limits=Limits(60.0, 60.0, 3.0))
+    assert records["a/inference/float32/compiled"]["status"] == "skipped"
+    assert "ran out" in records["a/inference/float32/compiled"]["error"]
