@@ -186,6 +186,74 @@ def failure_class_rows(cases: list[dict[str, Any]]) -> list[list[str]]:
     ]
 
 
+STATUS_MARK = {
+    "pass": "pass",
+    "fail_accuracy": "**wrong**",
+    "error": "**error**",
+    "timeout": "**timeout**",
+}
+
+
+def latest_status(cases: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], dict[str, Any]]:
+    """The last case that ran per (model, mode, dtype, backend), over every run given (a
+    later run's result replaces an earlier one; skipped and not-available never replace)."""
+    latest: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for case in cases:
+        if case.get("status") in STATUS_MARK:
+            latest[(case["model"], case["mode"], case["dtype"], case["backend"])] = case
+    return latest
+
+
+def matrix_rows(cases: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """One row per model and dtype: each (mode, backend)'s latest status, with its class."""
+    latest = latest_status(cases)
+    columns = sorted({(mode, backend) for _, mode, _, backend in latest}, key=_column_order)
+    rows = []
+    for model, dtype in sorted({(m, d) for m, _, d, _ in latest}):
+        row = [model, dtype]
+        for mode, backend in columns:
+            case = latest.get((model, mode, dtype, backend))
+            if case is None:
+                row.append("–")
+                continue
+            mark = STATUS_MARK[case["status"]]
+            kind = case.get("error_class")
+            row.append(f"{mark} ({kind})" if kind and case["status"] != "pass" else mark)
+        rows.append(row)
+    header = ["model", "dtype", *(f"{mode} {backend}" for mode, backend in columns)]
+    return header, rows
+
+
+def _column_order(column: tuple[str, str]) -> tuple:
+    mode, backend = column
+    rank = 0 if backend == "eager" else 1 if backend.startswith("torch.compile") else 2
+    return (mode != "inference", rank, backend)
+
+
+def pass_count_lines(cases: list[dict[str, Any]]) -> list[str]:
+    """Pass counts per mode and backend, on the models each ran and on the models every
+    backend ran (the fair comparison), from the latest status of each case."""
+    latest = latest_status(cases)
+    lines = []
+    for mode, dtype in sorted({(mo, d) for _, mo, d, _ in latest}):
+        backends = sorted({b for _, mo, d, b in latest if (mo, d) == (mode, dtype)})
+        ran = {
+            b: {m for m, mo, d, bb in latest if (mo, d, bb) == (mode, dtype, b)} for b in backends
+        }
+        common = set.intersection(*ran.values()) if ran else set()
+        parts = []
+        for backend in backends:
+            passed = {
+                m for m in ran[backend] if latest[(m, mode, dtype, backend)]["status"] == "pass"
+            }
+            parts.append(
+                f"{backend} {len(passed)}/{len(ran[backend])} "
+                f"({len(passed & common)}/{len(common)} on the {len(common)} all ran)"
+            )
+        lines.append(f"- {mode} {dtype}: " + "; ".join(parts))
+    return lines
+
+
 def _listing(names: set[str], shown: int = 6) -> str:
     ordered = sorted(names)
     more = f" and {len(ordered) - shown} more" if len(ordered) > shown else ""
@@ -264,6 +332,12 @@ def render(runs: list[dict[str, Any]], cases: list[dict[str, Any]], title: str) 
             ],
             model_rows(cases),
         ),
+        "",
+        "## Models × backends (latest result of each case over the runs above)",
+        "",
+        *pass_count_lines(cases),
+        "",
+        _table(*matrix_rows(cases)),
         "",
         "## Not passing",
         "",

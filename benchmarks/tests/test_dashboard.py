@@ -106,3 +106,24 @@ def test_concurrency_and_lock_waits_are_shown() -> None:
     assert "4 jobs on 16 cores" in line and "compile threads 3" in line
     assert "held 3 s, waited 2 s" in line and "longest wait 1.5 s" in line
     assert concurrency_lines(RUN, cases) == []  # runs recorded before --jobs existed
+
+
+def test_pass_counts_use_the_latest_result_and_the_common_models() -> None:
+    from benchmarks.dashboard import matrix_rows, pass_count_lines
+
+    cases = [
+        _case("a", "eager"),
+        _case("a", "ember:x", "error", error_class="illegal_memory_access"),
+        _case("a", "ember:x"),  # a later run fixed it
+        _case("b", "eager"),
+        _case("b", "ember:x", "fail_accuracy", error_class="non_finite"),
+        _case("b", "ember:x", "skipped"),  # a later run did not get to it: the failure stays
+        _case("c", "eager"),  # ember never ran c: not in the common set
+    ]
+    (line,) = pass_count_lines(cases)
+    assert "eager 3/3 (2/2 on the 2 all ran)" in line
+    assert "ember:x 1/2 (1/2 on the 2 all ran)" in line
+    header, rows = matrix_rows(cases)
+    assert header[2:] == [f"{cases[0]['mode']} eager", f"{cases[0]['mode']} ember:x"]
+    assert rows[1][3] == "**wrong** (non_finite)"
+    assert rows[2][3] == "–"
