@@ -156,6 +156,60 @@ def _context_reset() -> None:
     COLLECTOR.set(None)
 
 
+# ---- Mapping mixins and autograd.Function without grad -----------------------------------
+
+
+class Registry(collections.abc.MutableMapping):  # type: ignore[type-arg]
+    """transformers' GeneralInterface: a class-wide mapping and a local one."""
+
+    _global_mapping = {"double": lambda t: t * 2}  # noqa: RUF012
+
+    def __init__(self) -> None:
+        self._local_mapping: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._local_mapping:
+            return self._local_mapping[key]
+        return self._global_mapping[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._local_mapping[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._local_mapping[key]
+
+    def __iter__(self) -> Any:
+        return iter({**self._global_mapping, **self._local_mapping})
+
+    def __len__(self) -> int:
+        return len({**self._global_mapping, **self._local_mapping})
+
+
+REGISTRY = Registry()
+
+
+def mapping_get_missing(x):
+    negate = REGISTRY.get("missing", lambda t: -t)
+    return REGISTRY.get("double", None)(negate(x)), "missing" in REGISTRY, "double" in REGISTRY
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def function_apply_no_grad(x):
+    with torch.no_grad():
+        return Square.apply(x) + 1
+
+
 # ---- the process environment -------------------------------------------------------------
 
 MISSING_KEY = "EMBER_TEST_SURELY_UNSET_VARIABLE"
@@ -274,6 +328,8 @@ def logs_a_warning(x):
 
 
 CASES = cases(
+    Case(mapping_get_missing, lambda: (randn(3),)),
+    Case(function_apply_no_grad, lambda: (randn(3).requires_grad_(),)),
     Case(context_set_reset, lambda: (randn(3),), state=_context_state, reset=_context_reset),
     Case(context_read, lambda: (randn(3),), state=_context_state, reset=_context_reset),
     Case(cache_returned, lambda: (randn(2, 3),)),

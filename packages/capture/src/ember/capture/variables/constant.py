@@ -77,8 +77,14 @@ class ConstantVariable(Variable):
         return repr(self.value)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
+        from ember.capture.variables.autograd_function import (
+            FunctionApplyVariable,
+            is_function_apply,
+        )
         from ember.capture.variables.builder import wrap_result
 
+        if is_function_apply(self.value, name):
+            return FunctionApplyVariable(self.value)
         try:
             attribute = getattr(self.value, name)
         except AttributeError as error:

@@ -137,6 +137,12 @@ class FunctionVariable(Variable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if self.code in DISABLED_CODES:
             raise Unsupported.of("disabled-function", name=self.name)
+        if self.fn is not None:
+            from ember.capture.variables.mapping_mixins import MIXINS
+
+            mixin = MIXINS.get(self.fn)
+            if mixin is not None:
+                return mixin(frame, args, kwargs)
         return frame.inline(self, args, kwargs)
 
 
