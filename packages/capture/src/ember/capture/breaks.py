@@ -59,8 +59,10 @@ _entry(
 _entry(
     "object-construction",
     "creating a {name} object",
-    "it is created in plain Python between two graphs; create it outside the compiled "
-    "function and pass it in",
+    "objects of plain Python classes are modelled; this class has a custom __new__, "
+    "__setattr__ or __getattribute__, non-empty __slots__, or is a torch.nn module with "
+    "parameters, so it is created in plain Python between two graphs; create it outside the "
+    "compiled function and pass it in",
 )
 _entry(
     "import",
