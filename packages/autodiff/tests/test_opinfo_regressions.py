@@ -144,3 +144,15 @@ def test_in_place_ops_whose_pure_twin_has_another_overload_name() -> None:
         lambda x: torch.nn.functional.normalize(x, p=3, dim=1),
         torch.randn(3, 4, requires_grad=True),
     )
+
+
+def test_index_fill_with_a_value_tensor_differentiates_the_value() -> None:
+    """torch's formula for the value's gradient sums at _unique(index), a size that depends on
+    the index values, which a trace cannot hold."""
+
+    def fn(x: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        return x.index_fill(1, torch.tensor([0, 2, 2, 4]), value) * torch.arange(20.0).view(4, 5)
+
+    _check_values_and_gradients(
+        fn, torch.randn(4, 5, requires_grad=True), torch.tensor(1.5, requires_grad=True)
+    )

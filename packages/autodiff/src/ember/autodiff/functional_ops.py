@@ -150,7 +150,27 @@ def _copy(args: list[Any], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dic
     return (new,), {0: new}
 
 
+def _index_fill_value(
+    args: list[Any], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[int, Any]]:
+    """`index_fill(self, dim, index, value)` with a value tensor that needs a gradient: torch's
+    formula sums the gradient at `_unique(index)`, whose size depends on the index values;
+    `where(mask, value, self)` over a mask of the filled positions has the same gradients."""
+    self, dim, index, value = args
+    if not (torch.is_grad_enabled() and value.requires_grad):
+        return (aten.index_fill.int_Tensor(*args, **kwargs),), {}
+    dim = dim % max(self.dim(), 1)
+    size = self.shape[dim] if self.dim() else 1
+    positions = aten.zeros.default([size], dtype=torch.bool, device=self.device)
+    positions = aten.index_fill.int_Scalar(positions, 0, index, True)
+    shape = [size if d == dim else 1 for d in range(self.dim())]
+    mask = aten.reshape.default(positions, shape)
+    filled = aten.where.self(mask, aten._to_copy.default(value, dtype=self.dtype), self)
+    return (filled,), {}
+
+
 FUNCTIONAL_RULES: dict[str, FunctionalRule] = {
+    "aten::index_fill.int_Tensor": _index_fill_value,
     "aten::copy_.default": _copy,
     "aten::_batch_norm_with_update.default": _batch_norm_with_update,
     "aten::rrelu_with_noise.default": _rrelu_with_noise,
