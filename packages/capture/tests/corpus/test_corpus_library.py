@@ -427,3 +427,19 @@ def test_context_var_set_is_replayed_and_guarded() -> None:
 
     contextvars.copy_context().run(run)  # SCALE stays unset outside
     assert SCALE.get("unset") == "unset"
+
+
+def model_output_views(x):
+    from transformers.modeling_outputs import BaseModelOutput
+
+    out = BaseModelOutput(last_hidden_state=x * 2, hidden_states=None)
+    keys = list(out.keys())
+    pairs = [(k, v + 1) for k, v in out.items()]
+    return out.to_tuple(), keys, out[0], out["last_hidden_state"], pairs, list(out.values())
+
+
+def test_model_output_keys_items_to_tuple_and_indexing() -> None:
+    """transformers' ModelOutput (an OrderedDict subclass and a dataclass) made in the
+    function: keys/values/items, to_tuple() and indexing by name and position."""
+    pytest.importorskip("transformers")
+    check(Case(model_output_views, lambda: (randn(3),)))

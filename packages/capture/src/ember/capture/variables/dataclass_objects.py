@@ -6,6 +6,7 @@ by the generated entry function, from the rebuilt field values.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import TYPE_CHECKING, Any
 
 from ember.capture.unsupported import Unsupported
@@ -53,7 +54,25 @@ class DataclassVariable(Variable):
     def getattr(self, frame: Frame, name: str) -> Variable:
         if name in self.fields:
             return self.fields[name]
+        if issubclass(self.cls, dict) and name in ("keys", "values", "items"):
+            return MappingViewMethod(self, name)
+        from ember.capture.variables.builder import wrap_result
+        from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
+
+        static = inspect.getattr_static(self.cls, name, None)
+        if inspect.isfunction(static):  # ModelOutput.to_tuple and other Python methods
+            return BoundMethodVariable(FunctionVariable.of(frame, static, None), self)
+        if isinstance(static, property) and inspect.isfunction(static.fget):
+            return FunctionVariable.of(frame, static.fget, None).call(frame, [self], {})
+        if static is not None and is_constant_value(static):
+            return wrap_result(frame, static)
         raise Unsupported(f"reading {self.cls.__name__}.{name}")
+
+    def present_items(self) -> list[tuple[str, Variable]]:
+        """(name, value) of the fields that are not None, in order (a ModelOutput's keys)."""
+        return [
+            (k, v) for k, v in self.fields.items() if not (v.is_constant() and v.constant() is None)
+        ]
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         params = getattr(self.cls, "__dataclass_params__", None)
@@ -72,3 +91,27 @@ class DataclassVariable(Variable):
         if isinstance(key, str):
             return self.getattr(frame, key)
         return self.present()[key]
+
+
+class MappingViewMethod(Variable):
+    """`keys`, `values` or `items` of a dict-subclass dataclass (transformers' ModelOutput,
+    whose entries are its fields that are not None)."""
+
+    def __init__(self, owner: DataclassVariable, name: str) -> None:
+        self.owner = owner
+        self.name = name
+
+    def describe(self) -> str:
+        return f"{self.owner.cls.__name__}.{self.name}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from ember.capture.variables.containers import ListVariable, TupleVariable
+
+        if args or kwargs:
+            raise Unsupported(f"calling {self.describe()} with arguments (TypeError)")
+        entries = self.owner.present_items()
+        if self.name == "keys":
+            return ListVariable([ConstantVariable(k) for k, _ in entries])
+        if self.name == "values":
+            return ListVariable([v for _, v in entries])
+        return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in entries])
