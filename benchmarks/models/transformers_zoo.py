@@ -234,8 +234,9 @@ ROWS = (
                    "eos_token_id": 0, "forced_eos_token_id": 0}, "Marian"),
     # image classifiers
     Row("hf_efficientnet", "EfficientNetForImageClassification", "EfficientNetConfig", "image",
-        lambda d: {"image_size": d.image, "width_coefficient": 1.0, "depth_coefficient": 1.0,
-                   "hidden_dim": 1280}, "EfficientNet-B0 (depthwise, squeeze-excite)"),
+        lambda d: {"image_size": d.image, "width_coefficient": 1.0 if d.image > 64 else 0.25,
+                   "depth_coefficient": 1.0 if d.image > 64 else 0.34,
+                   "hidden_dim": 1280 if d.image > 64 else 320}, "EfficientNet-B0 (depthwise, squeeze-excite)"),
     Row("hf_swin", "SwinForImageClassification", "SwinConfig", "image",
         lambda d: {"image_size": max(d.image, 128), "embed_dim": 96 if d.image > 64 else 32,
                    "depths": [1, 1, 2, 1], "num_heads": [3, 6, 12, 24] if d.image > 64
