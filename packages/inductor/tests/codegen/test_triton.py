@@ -73,6 +73,13 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
         lambda x, y: F.pad(torch.cat([x, y], 1), (1, 2)),
         lambda: (_randn(4, 5), _randn(4, 3)),
     ),
+    "cat_of_a_broadcast_scalar": (  # a scalar read under a mask that varies along the block
+        lambda x, s: (
+            torch.cat([s.expand(4, 3), x], 1) * 2,
+            torch.cat([x, s.expand(4, 3)], 1).sum(-1),
+        ),
+        lambda: (_randn(4, 5), _randn(())),
+    ),
     "embedding": (lambda w, i: F.embedding(i, w) * 2, lambda: (_randn(10, 8), _ints(0, 10, 5))),
     "index_add_atomic": (
         lambda x, i, s: x.index_add(0, i, s),
@@ -145,6 +152,7 @@ PTX_CASES = (
     "looped_sum_and_max",
     "looped_argmax",
     "embedding",
+    "cat_of_a_broadcast_scalar",
     "index_add_atomic",
     "bfloat16_layer_norm",
     "math_functions",

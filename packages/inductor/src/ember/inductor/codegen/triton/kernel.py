@@ -204,7 +204,13 @@ class TritonKernelWriter(ValueScopes):
             self.storages[str(storage)] = None
             mask = self._mask(index)
             masked = f", {mask}, other=0" if mask else ""
-            load = f"tl.load(p_{storage} + ({self.index(index)}){masked})"
+            pointer = f"p_{storage} + ({self.index(index)})"
+            if self.conditions:
+                # a `masked` condition may vary along loops the index does not read (a scalar
+                # read where a cat's part is a broadcast value): the pointer takes the mask's
+                # shape, which tl.load requires
+                pointer += f" + 0 * ({mask}).to({self._index_type()})"
+            load = f"tl.load({pointer}{masked})"
             stored = self.program.storages[str(storage)].dtype
             if stored in HALF_TYPES:
                 return f"{load}.to(tl.float32)"
