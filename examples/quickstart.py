@@ -53,15 +53,19 @@ def build_model() -> nn.Module:
     return LogitsOnly(GPT2LMHeadModel(config))
 
 
-def median_ms(step: Callable[[], object], repeats: int = 15) -> float:
-    for _ in range(3):
-        step()
-    times = []
+def compare_ms(steps: dict[str, Callable[[], object]], repeats: int = 25) -> dict[str, float]:
+    """Median milliseconds of each step, the steps run in turn (on a shared, busy machine
+    back-to-back runs would see different loads)."""
+    for step in steps.values():
+        for _ in range(3):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(repeats):
-        started = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - started) * 1e3)
-    return statistics.median(times)
+        for name, step in steps.items():
+            started = time.perf_counter()
+            step()
+            times[name].append((time.perf_counter() - started) * 1e3)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def check(name: str, actual: torch.Tensor, expected: torch.Tensor) -> bool:
@@ -89,8 +93,8 @@ def main() -> int:
         logits = compiled(ids)
         first_s = time.perf_counter() - started
         results.append(check("logits", logits, model(ids)))
-        eager_ms = median_ms(lambda: model(ids))
-        ember_ms = median_ms(lambda: compiled(ids))
+        timed = compare_ms({"eager": lambda: model(ids), "ember": lambda: compiled(ids)})
+        eager_ms, ember_ms = timed["eager"], timed["ember"]
     print(f"  first call (capture + compile): {first_s:.1f} s")
     print(f"  step: eager {eager_ms:.2f} ms, ember {ember_ms:.2f} ms ({eager_ms / ember_ms:.2f}x)")
 
