@@ -3,16 +3,16 @@
 # `medium` size (realistic widths and resolutions, few layers), bf16 autocast, inference and
 # a training step (dropout and stochastic depth on, see benchmarks/dropout.py), under eager,
 # torch.compile and ember's default backend, each model in its own worker process. Optionally
-# (SANITIZE_MODELS) a second runner at the same time runs those models' ember kernels under
-# compute-sanitizer memcheck with the caching allocator off, so that every tensor is its own
-# allocation and an out-of-bounds access is caught at the buffer's edge.
+# (SANITIZE_MODELS) benchmarks/sanitize.py runs those models' ember kernels under
+# compute-sanitizer memcheck at the same time (SANITIZE_SIZE, default small).
 #
 #   bash benchmarks/device_suite.sh [runner arguments...]
 #
 # Environment: OUT (default benchmarks/results/suite), BENCH_BUDGET runner seconds (default
 # 500), BENCH_JOBS workers (default 10), BENCH_MODELS (default: all, in the order below),
 # BENCH_BACKENDS (default eager,torch.compile,ember:inductor), SANITIZE_MODELS (comma list,
-# default none), SANITIZE_JOBS (default 3), PYTHON (default python3).
+# default none), SANITIZE_JOBS (default 3), SANITIZE_MODES, SANITIZE_SIZE, SANITIZE_ONLY=1
+# (no suite, only the sanitizer), PYTHON.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +23,7 @@ BACKENDS="${BENCH_BACKENDS:-eager,torch.compile,ember:inductor}"
 PYTHON="${PYTHON:-python3}"
 SANITIZE_MODELS="${SANITIZE_MODELS:-}"
 SANITIZE_JOBS="${SANITIZE_JOBS:-3}"
+SANITIZE_MODES="${SANITIZE_MODES:-inference,training}"
 # ember's Triton compile pools: one per worker process, capped so that 10+ workers fit in memory
 export EMBER_COMPILE_THREADS="${EMBER_COMPILE_THREADS:-3}"
 export PYTHONUNBUFFERED=1
@@ -76,39 +77,30 @@ echo "models: $MODELS"
 
 sanitizer_pid=""
 if [[ -n "$SANITIZE_MODELS" ]]; then
-    SANITIZER="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)"
-    if [[ -z "$SANITIZER" ]]; then
-        echo "compute-sanitizer: not found"
-    else
-        mkdir -p "$OUT/sanitizer"
-        echo "== compute-sanitizer ($SANITIZER) on $SANITIZE_MODELS"
-        # Only the runner's workers touch the GPU; memcheck follows them (--target-processes all).
-        PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout --kill-after=15 $((BUDGET + 30)) \
-            "$SANITIZER" --tool memcheck --target-processes all --print-limit 50 \
-            --log-file "$OUT/sanitizer/memcheck.%p.log" \
-            "$PYTHON" -m benchmarks.run --device cuda --size medium --dtypes bf16 \
-            --backends ember:inductor --models "$SANITIZE_MODELS" --out "$OUT/sanitizer" \
-            --budget "$BUDGET" --jobs "$SANITIZE_JOBS" --no-pause --no-warm-compile \
-            --steps 1 --warmup 0 --timing-allowance 1 --case-timeout "$BUDGET" \
-            --model-budget "$BUDGET" > "$OUT/sanitizer/runner.log" 2>&1 &
-        sanitizer_pid=$!
-    fi
+    echo "== compute-sanitizer memcheck on $SANITIZE_MODELS (benchmarks/sanitize.py)"
+    timeout --kill-after=15 $((BUDGET + 30)) "$PYTHON" -m benchmarks.sanitize \
+        --models "$SANITIZE_MODELS" --jobs "$SANITIZE_JOBS" --modes "$SANITIZE_MODES" \
+        --size "${SANITIZE_SIZE:-small}" --timeout "$BUDGET" --out "$OUT/sanitizer" \
+        > "$OUT/sanitizer.log" 2>&1 &
+    sanitizer_pid=$!
 fi
 
-timeout --kill-after=15 $((BUDGET + 40)) "$PYTHON" -m benchmarks.run \
-    --device cuda --size medium --dtypes bf16 --backends "$BACKENDS" --out "$OUT" \
-    --budget "$BUDGET" --jobs "$JOBS" --no-pause --models "$MODELS" --no-warm-compile \
-    --case-timeout "${BENCH_CASE_TIMEOUT:-120}" --model-budget 300 --steps 5 --warmup 2 --timing-allowance 2 "$@"
-echo "== runner exit status $?"
+if [[ -z "${SANITIZE_ONLY:-}" ]]; then
+    timeout --kill-after=15 $((BUDGET + 40)) "$PYTHON" -m benchmarks.run \
+        --device cuda --size medium --dtypes bf16 --backends "$BACKENDS" --out "$OUT" \
+        --budget "$BUDGET" --jobs "$JOBS" --no-pause --models "$MODELS" --no-warm-compile \
+        --case-timeout "${BENCH_CASE_TIMEOUT:-120}" --model-budget 300 --steps 5 --warmup 2 \
+        --timing-allowance 2 "$@"
+    echo "== runner exit status $?"
+fi
 
 if [[ -n "$sanitizer_pid" ]]; then
     wait "$sanitizer_pid"
-    echo "== compute-sanitizer exit status $?"
-    grep -h "ERROR SUMMARY" "$OUT"/sanitizer/memcheck.*.log 2>/dev/null | sort | uniq -c
-    grep -l "Invalid\|ERROR SUMMARY: [1-9]" "$OUT"/sanitizer/memcheck.*.log 2>/dev/null | head -20
+    echo "== compute-sanitizer exit status $? (0: no errors)"
+    cat "$OUT/sanitizer/summary.md" 2>/dev/null || tail -40 "$OUT/sanitizer.log"
 fi
 
-"$PYTHON" -m benchmarks.report "$OUT/results.jsonl" --out "$OUT" || true
+[[ -f "$OUT/results.jsonl" ]] && { "$PYTHON" -m benchmarks.report "$OUT/results.jsonl" --out "$OUT" || true; }
 if [[ -f "$OUT/worker.log" ]]; then  # keep the returned log small
     tail -c 3000000 "$OUT/worker.log" > "$OUT/worker.log.tail" && mv "$OUT/worker.log.tail" "$OUT/worker.log"
 fi
