@@ -3,6 +3,7 @@
     python -m benchmarks.cudagraph_overhead gpt2 [--json PATH]
     python -m benchmarks.cudagraph_overhead train --model hf_gpt2 [--size small] [--json PATH]
     python -m benchmarks.cudagraph_overhead profile --model hf_gpt2 [--size small] [--json PATH]
+    python -m benchmarks.cudagraph_overhead host [--layers 12] [--json PATH]
 
 `gpt2`: GPT-2 small at batch 1 x 64 tokens, inference under bf16 autocast, in one process:
 eager, torch.compile default and reduce-overhead, ember default and reduce-overhead. Each is
@@ -12,7 +13,11 @@ what a serving loop sees) and `latency_ms` (median of steps each followed by a s
 ember and torch.compile against eager (loss and gradients after the steps) and the peak
 memory of the steps after warm-up. `profile`: default mode, wall time per step against the
 GPU kernel time the torch profiler records, and device-to-device copies per step.
-Needs CUDA; not part of CI.
+`host` (no GPU needed): the host (Python) cost of one reduce-overhead call of GPT-2 small
+1 x 64 on the CPU, split into capture's guards, the entry function, the compiled graph's
+binding and the CUDA graph tree (recorded with a recorder whose replay does nothing), next to
+torch.compile's guards and dispatch (a backend that returns fixed outputs).
+Needs CUDA except `host`; not part of CI.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ for source in ("src", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "package
 import torch  # noqa: E402
 
 DEVICE = torch.device("cuda")
+if not torch.cuda.is_available() and "host" in sys.argv:
+    DEVICE = torch.device("cpu")
 
 
 def _ember_compile(module: torch.nn.Module, mode: str | None = None) -> Any:
@@ -76,19 +83,27 @@ def _time(step: Callable[[], Any], steps: int = 200) -> dict[str, float]:
     return {"throughput_ms": throughput, "latency_ms": statistics.median(samples)}
 
 
-def run_gpt2() -> dict[str, Any]:
+def run_gpt2(only: str | None = None) -> dict[str, Any]:
+    """`only`: comma-separated variant names (default: all). Logits are compared with a
+    float32 eager reference; `err_over_eager_bf16` is a variant's max abs error over eager
+    bf16's own (1 is as good as eager under autocast)."""
     model, tokens = _gpt2_inference()
     autocast = torch.autocast("cuda", dtype=torch.bfloat16)
-    variants: dict[str, Callable[..., Any]] = {
-        "eager": model,
-        "torch.compile default": torch.compile(model),
-        "torch.compile reduce-overhead": torch.compile(model, mode="reduce-overhead"),
-        "ember default": _ember_compile(model),
-        "ember reduce-overhead": _ember_compile(model, mode="reduce-overhead"),
+    builders: dict[str, Callable[[], Callable[..., Any]]] = {
+        "eager": lambda: model,
+        "torch.compile default": lambda: torch.compile(model),
+        "torch.compile reduce-overhead": lambda: torch.compile(model, mode="reduce-overhead"),
+        "ember default": lambda: _ember_compile(model),
+        "ember reduce-overhead": lambda: _ember_compile(model, mode="reduce-overhead"),
     }
-    with torch.no_grad(), autocast:
-        reference = model(tokens).float()
-    rows: dict[str, Any] = {}
+    wanted = only.split(",") if only else list(builders)
+    variants = {name: builders[name]() for name in wanted}
+    with torch.no_grad():
+        reference = model(tokens).float()  # float32 eager
+        with autocast:
+            eager_bf16 = model(tokens).float()
+    eager_error = (eager_bf16 - reference).abs().max().item()
+    rows: dict[str, Any] = {"eager_bf16_max_abs_err_vs_fp32": eager_error}
     for name, fn in variants.items():
         row: dict[str, Any] = {}
         try:
@@ -97,25 +112,44 @@ def run_gpt2() -> dict[str, Any]:
                 first = fn(tokens)
                 torch.cuda.synchronize()
                 row["first_call_s"] = time.perf_counter() - start
-                row["max_abs_diff"] = (first.float() - reference).abs().max().item()
+                row["max_abs_err_vs_fp32"] = (first.float() - reference).abs().max().item()
+                row["max_abs_diff_vs_eager_bf16"] = (first.float() - eager_bf16).abs().max().item()
                 row.update(_time(lambda fn=fn: fn(tokens)))
-                out = fn(tokens)
-                row["max_abs_diff_steady"] = (out.float() - reference).abs().max().item()
+                out = fn(tokens).float()
+                error = (out - reference).abs().max().item()
+                row["max_abs_err_vs_fp32_steady"] = error
+                row["err_over_eager_bf16"] = error / eager_error if eager_error else None
         except Exception as error:  # report and go on to the next variant
             row["error"] = f"{type(error).__name__}: {error}"[:2000]
         rows[name] = row
         print(name, row, flush=True)
-    ours = rows["ember reduce-overhead"].get("throughput_ms")
-    theirs = rows["torch.compile reduce-overhead"].get("throughput_ms")
+    ours = rows.get("ember reduce-overhead", {}).get("throughput_ms")
+    theirs = rows.get("torch.compile reduce-overhead", {}).get("throughput_ms")
     if ours and theirs:
         rows["ratio_throughput"] = ours / theirs
         rows["ratio_latency"] = (
             rows["ember reduce-overhead"]["latency_ms"]
             / rows["torch.compile reduce-overhead"]["latency_ms"]
         )
-    rows["ember_tree"] = _tree_stats()
-    rows["ember_profile"] = _python_profile(lambda: variants["ember reduce-overhead"](tokens))
+    if "ember reduce-overhead" in variants:
+        ember_ro = variants["ember reduce-overhead"]
+        rows["ember_tree"] = _tree_stats()
+        rows["ember_host_us"] = _host_split(ember_ro, tokens)
+        rows["ember_profile"] = _python_profile(lambda: ember_ro(tokens))
     return rows
+
+
+def _host_split(compiled: Any, tokens: torch.Tensor) -> dict[str, float]:
+    """Host time of one reduce-overhead call and of its guard check (no synchronize)."""
+    from ember.capture.translate import FUNCTION_KEY
+
+    state = type(compiled).forward._ember_compiled
+    arguments = {"self": compiled, "inputs": (tokens,), FUNCTION_KEY: state.fn}
+    entry = state.table.entries[0]
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        guards = _median_us(lambda: entry.check.check(arguments, state.globals), 2000)
+        torch.cuda.synchronize()
+    return {"guards_us": guards, "guard_count": len(entry.check.guards)}
 
 
 def _python_profile(step: Callable[[], Any], steps: int = 100) -> list[str]:
@@ -315,22 +349,143 @@ def run_profile(model: str, size: str, mode: str) -> dict[str, Any]:
     return results
 
 
+# ---- host cost of a reduce-overhead call, on the CPU ----------------------------------------
+
+
+class _NoReplayRecording:
+    def __init__(self, outputs: tuple[Any, ...]) -> None:
+        self.outputs = outputs
+
+    def replay(self) -> None:
+        """A CUDA graph replay is one launch; here nothing, so only the host path is timed."""
+
+
+class _NoReplayRecorder:
+    """Records by running the graph once; replays do nothing; every tensor counts as on the
+    device. What remains of a call is its host path: guards, binding, tree, hand-out."""
+
+    def record(self, call: Callable[[list[Any]], Any], args: list[Any]) -> _NoReplayRecording:
+        return _NoReplayRecording(tuple(call(args)))
+
+    def storage_alias(self, owner: torch.Tensor) -> torch.UntypedStorage:
+        storage = owner.untyped_storage()
+        return torch._C._construct_storage_from_data_pointer(  # type: ignore[no-any-return]
+            storage.data_ptr(), owner.device, storage.nbytes()
+        )
+
+    def invalidate(self, tensor: torch.Tensor, message: str) -> None:
+        self.invalidated += 1  # CPU builds of torch have no storage access error
+
+    def on_device(self, tensor: torch.Tensor) -> bool:
+        return True
+
+    invalidated = 0
+
+
+def _median_us(step: Callable[[], Any], calls: int = 3000, rounds: int = 7) -> float:
+    for _ in range(200):
+        step()
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls // rounds):
+            step()
+        samples.append((time.perf_counter() - start) / (calls // rounds) * 1e6)
+    return statistics.median(samples)
+
+
+def run_host(layers: int) -> dict[str, Any]:
+    import transformers
+
+    import ember
+    from benchmarks.models.workload import KeywordAdapter
+    from ember.inductor.backend import inductor
+    from ember.runtime.cudagraphs import FunctionMode, set_recorder_factory, trees
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, n_layer=layers
+    )
+    config._attn_implementation = "sdpa"
+    model = KeywordAdapter(transformers.GPT2LMHeadModel(config), ("input_ids",), "logits").eval()
+    tokens = torch.randint(0, config.vocab_size, (1, 64))
+    set_recorder_factory(lambda device: _NoReplayRecorder())
+    compiled_graphs: list[Any] = []
+
+    def ro_on_fake_device(graph: Any, example_inputs: Any) -> Any:
+        compiled = inductor(graph, example_inputs)
+        compiled.use_cudagraphs(torch.device("cuda", 0), (), FunctionMode.INFERENCE)
+        compiled_graphs.append(compiled)
+        return compiled
+
+    ember_ro = ember.compile(model, backend=ro_on_fake_device)
+    rows: dict[str, Any] = {"layers": layers}
+    with torch.no_grad():
+        expected = model(tokens)
+        for _ in range(3):  # warm-up, record, replay
+            out = ember_ro(tokens)
+        rows["recorded_matches_eager"] = bool(torch.allclose(out, expected, atol=1e-4))
+        state = type(ember_ro).forward._ember_compiled
+        arguments = {"self": ember_ro, "inputs": (tokens,)}
+        from ember.capture.translate import FUNCTION_KEY
+
+        arguments[FUNCTION_KEY] = state.fn
+        entry = state.table.entries[0]
+        graph = compiled_graphs[0]
+        args: list[Any] = [None] * graph._count
+        for position, tensor in graph._state:
+            args[position] = tensor
+        for position in graph._user_positions:
+            if position is not None:
+                args[position] = tokens
+        tree = trees()[0]
+        rows["graphs"] = len(compiled_graphs)
+        rows["guards"] = len(entry.check.guards)
+        rows["graph_inputs"] = graph._count
+        rows["graph_outputs"] = len(graph.out_spec.children) if graph._flat_outputs else None
+        rows["ember_call_us"] = _median_us(lambda: ember_ro(tokens))
+        rows["ember_guards_us"] = _median_us(lambda: entry.check.check(arguments, state.globals))
+        rows["ember_entry_us"] = _median_us(lambda: entry.entry(dict(arguments)))
+        rows["ember_compiled_graph_us"] = _median_us(lambda: graph(tokens))
+        rows["ember_tree_us"] = _median_us(lambda: graph.call(args))
+        rows["tree"] = {"nodes": tree.node_count(), "replays": tree.replays}
+
+        outputs = tuple(compiled_graphs[0].call(args))
+
+        def fixed_outputs(gm: Any, example_inputs: Any) -> Any:
+            result = gm(*example_inputs)
+            return lambda *a: result
+
+        torch._dynamo.reset()
+        torch_fixed = torch.compile(model, backend=fixed_outputs)
+        torch_fixed(tokens)
+        rows["torch_guards_dispatch_us"] = _median_us(lambda: torch_fixed(tokens))
+        rows["eager_fixed_function_us"] = _median_us(lambda: (lambda *a: outputs)(tokens))
+    set_recorder_factory(None)
+    for key, value in rows.items():
+        print(f"{key}: {value}", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=("gpt2", "train", "profile"))
+    parser.add_argument("what", choices=("gpt2", "train", "profile", "host"))
     parser.add_argument("--model", default="hf_gpt2")
     parser.add_argument("--size", default="small")
     parser.add_argument("--mode", default="inference")
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--variants", help="comma-separated subset of the train variants")
+    parser.add_argument("--variants", help="comma-separated subset of the variants")
+    parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--json")
     arguments = parser.parse_args()
     info = {
         "torch": torch.__version__,
-        "device": torch.cuda.get_device_name(),
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
     }
     if arguments.what == "gpt2":
-        result = run_gpt2()
+        result = run_gpt2(arguments.variants)
+    elif arguments.what == "host":
+        result = run_host(arguments.layers)
     elif arguments.what == "train":
         result = run_train(arguments.model, arguments.size, arguments.steps, arguments.variants)
     else:

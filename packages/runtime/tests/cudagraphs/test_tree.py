@@ -4,6 +4,7 @@ static and copied inputs, re-recording and skipping with logged reasons, steps, 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -268,3 +269,47 @@ def test_warm_up_finds_what_a_capture_cannot_take(
     else:
         assert fake.recordings == [] and "[uncapturable]" in caplog.text
         assert expected in caplog.text
+
+
+def test_dropped_outputs_are_handed_out_again_without_new_tensors(fake: FakeRecorder) -> None:
+    call = cudagraphify(affine, name="affine", device=CUDA, static_positions={1})
+    weight = torch.ones(4)
+    handed: list[weakref.ref[torch.Tensor]] = []
+    for i in range(5):
+        (out,) = call([torch.full((4,), float(i)), weight])
+        torch.testing.assert_close(out, torch.full((4,), i + 1.0))
+        handed.append(weakref.ref(out))
+        del out
+    # replays re-hand the tensor nobody kept (it stays alive in the node)
+    assert handed[2]() is not None and handed[2]() is handed[3]() is handed[4]()
+    assert fake.invalidated == []
+
+
+def test_held_output_is_poisoned_and_replaced_next_step(fake: FakeRecorder) -> None:
+    two = cudagraphify(lambda a: (a[0] * 2, a[0] * 3), name="two", device=CUDA)
+    for i in range(2):  # warm-up, record
+        two([torch.full((2,), float(i))])
+    doubled, tripled = two([torch.full((2,), 5.0)])
+    del tripled  # dropped: handed out again; `doubled` is held: poisoned, then replaced
+    new_doubled, new_tripled = two([torch.full((2,), 7.0)])
+    assert [t for t, _ in fake.invalidated] == [doubled]
+    assert new_doubled is not doubled
+    torch.testing.assert_close(new_doubled, torch.full((2,), 14.0))
+    torch.testing.assert_close(new_tripled, torch.full((2,), 21.0))
+    assert new_doubled.data_ptr() == doubled.data_ptr()  # the same pool memory
+
+
+def test_outputs_over_one_storage_are_replaced_together(fake: FakeRecorder) -> None:
+    def halves(a: list[Any]) -> Sequence[Any]:
+        both = a[0] * 2
+        return (both[:2], both[2:])
+
+    call = cudagraphify(halves, name="halves", device=CUDA)
+    for i in range(2):
+        call([torch.arange(4.0) + i])
+    first, second = call([torch.arange(4.0)])
+    del second
+    new_first, new_second = call([torch.arange(4.0) + 10])
+    assert [t for t, _ in fake.invalidated] == [first]
+    assert new_second.untyped_storage().data_ptr() == new_first.untyped_storage().data_ptr()
+    torch.testing.assert_close(torch.cat([new_first, new_second]), (torch.arange(4.0) + 10) * 2)

@@ -1,25 +1,33 @@
 """`Node`: one recorded graph in the tree, its inputs plan, and how its outputs are handed out.
 
 A node owns the tensors its capture allocated for outputs, for as long as it lives, so no
-other recording in the pool can take that memory. Each replay hands out new tensors over the
-same memory that do not own it; the tree poisons them when a later replay overwrites them.
-Outputs that are views of an input are rebuilt on that call's input instead.
+other recording in the pool can take that memory. It hands out tensors over the same memory
+that do not own it, built once and handed out again on every replay while nobody holds the
+ones handed out before (as torch's trees return the same TensorImpl run to run): a replay's
+hand-out is one reference-count comparison and a list copy. An output still held when a later
+step begins is poisoned (`release_held`): a replay will overwrite it; its group (the outputs
+over one storage) gets new tensors over a new storage alias. Outputs that are views of an
+input are rebuilt on that call's input; outputs that require grad are built anew each call.
 """
 
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ember.runtime.cudagraphs.reasons import OVERWRITTEN
 from ember.runtime.cudagraphs.recording import Recorder, Recording
 from ember.runtime.cudagraphs.static_inputs import InputPlan, Signature
 
 if TYPE_CHECKING:
     from ember.runtime.cudagraphs.function import GraphFunction
+
+_refcount = sys.getrefcount
 
 
 class OutputKind(enum.Enum):
@@ -53,6 +61,14 @@ class Node:
     owners: list[torch.Tensor]  # one tensor per output storage: keeps the memory allocated
     children: dict[int, list[Node]] = field(default_factory=dict)
     depth: int = 0
+    # the hand-out, prepared on the first one: `_results` is the list every replay copies
+    # (values, and the tensors over pool memory that are handed out again)
+    _results: list[Any] | None = field(default=None, repr=False)
+    _reused: list[torch.Tensor] = field(default_factory=list, repr=False)  # in `_results`
+    _reused_at: list[int] = field(default_factory=list, repr=False)  # their output index
+    _baseline: list[int] = field(default_factory=list, repr=False)  # their counts unheld
+    _views: list[int] = field(default_factory=list, repr=False)  # INPUT_VIEW outputs
+    _fresh: list[int] = field(default_factory=list, repr=False)  # POOL, requires grad
 
     @classmethod
     def create(
@@ -106,27 +122,83 @@ class Node:
         }
 
     def hand_out(
-        self, recorder: Recorder, args: Sequence[Any]
+        self, recorder: Recorder, args: Sequence[Any], step: int
     ) -> tuple[list[Any], list[torch.Tensor]]:
-        """This replay's outputs, and those of them over pool memory (to poison later)."""
+        """This replay's outputs, and those of them built for this call over pool memory
+        (outputs that require grad: the tree poisons them later if they are still held)."""
+        if self._results is None:
+            self._prepare(recorder)
+            self._baseline = list(map(_refcount, self._reused))  # no frame holds them now
+        elif list(map(_refcount, self._reused)) != self._baseline:
+            self.release_held(recorder, step)  # not expected: a step began without it
+        results = self._results.copy()  # type: ignore[union-attr]
+        for index in self._views:
+            plan = self.outputs[index]
+            base = args[plan.storage]
+            results[index] = base.as_strided(
+                plan.size, plan.stride, base.storage_offset() + plan.offset
+            )
+        fresh: list[torch.Tensor] = []
+        if self._fresh:
+            storages = [recorder.storage_alias(owner) for owner in self.owners]
+            for index in self._fresh:
+                tensor = self._build(self.outputs[index], storages)
+                results[index] = tensor
+                fresh.append(tensor)
+        return results, fresh
+
+    def release_held(self, recorder: Recorder, step: int) -> bool:
+        """Poison the tensors handed out in `step` that someone still holds (a replay will
+        overwrite them) and give their storage groups new tensors. True if any was held."""
+        if self._results is None or list(map(_refcount, self._reused)) == self._baseline:
+            return False
+        self._rebuild_held(recorder, OVERWRITTEN.format(graph=self.function.name, step=step))
+        self._baseline = list(map(_refcount, self._reused))  # no frame holds them now
+        return True
+
+    def _rebuild_held(self, recorder: Recorder, message: str) -> None:
+        assert self._results is not None
+        counts = list(map(_refcount, self._reused))
+        held = [
+            i for i, (count, unheld) in enumerate(zip(counts, self._baseline)) if count != unheld
+        ]
+        for i in held:
+            recorder.invalidate(self._reused[i], message)
+        groups = {self.outputs[self._reused_at[i]].storage for i in held}
+        storages = {group: recorder.storage_alias(self.owners[group]) for group in groups}
+        for i, index in enumerate(self._reused_at):
+            plan = self.outputs[index]
+            if plan.storage in groups:
+                self._reused[i] = self._results[index] = self._build(plan, storages)
+
+    def holds_nothing_handed_out(self) -> bool:
+        """Whether no tensor this node handed out is held outside it."""
+        return self._results is None or list(map(_refcount, self._reused)) == self._baseline
+
+    def _prepare(self, recorder: Recorder) -> None:
         storages = [recorder.storage_alias(owner) for owner in self.owners]
-        pooled: list[torch.Tensor] = []
         results: list[Any] = []
-        for plan in self.outputs:
+        for index, plan in enumerate(self.outputs):
             if plan.kind is OutputKind.VALUE:
                 results.append(plan.value)
-                continue
-            if plan.kind is OutputKind.INPUT_VIEW:
-                base = args[plan.storage]
-                tensor = base.as_strided(
-                    plan.size, plan.stride, base.storage_offset() + plan.offset
-                )
+            elif plan.kind is OutputKind.INPUT_VIEW:
+                results.append(None)
+                self._views.append(index)
+            elif plan.requires_grad:
+                results.append(None)
+                self._fresh.append(index)
+            else:
+                tensor = self._build(plan, storages)
                 results.append(tensor)
-                continue
-            tensor = torch.empty(0, dtype=plan.dtype, device=self.owners[plan.storage].device)
-            tensor.set_(storages[plan.storage], plan.offset, plan.size, plan.stride)
-            if plan.requires_grad:
-                tensor.requires_grad_(True)
-            pooled.append(tensor)
-            results.append(tensor)
-        return results, pooled
+                self._reused.append(tensor)
+                self._reused_at.append(index)
+        self._results = results
+
+    def _build(
+        self, plan: OutputPlan, storages: Sequence[torch.UntypedStorage] | dict[int, Any]
+    ) -> torch.Tensor:
+        tensor = torch.empty(0, dtype=plan.dtype, device=self.owners[plan.storage].device)
+        tensor.set_(storages[plan.storage], plan.offset, plan.size, plan.stride)
+        if plan.requires_grad:
+            tensor.requires_grad_(True)
+        return tensor

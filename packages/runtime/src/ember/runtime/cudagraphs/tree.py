@@ -118,6 +118,11 @@ class CudaGraphTree:
             root = root.parent
         if root.function.id == function.id:
             return True
+        node: Node | None = self.current
+        while node is not None:
+            if not node.holds_nothing_handed_out():
+                return False
+            node = node.parent
         return all(ref() is None for ref, _ in self.handed_out)
 
     def _find(self, function: GraphFunction, signature: Signature, args: list[Any]) -> Node | None:
@@ -165,9 +170,10 @@ class CudaGraphTree:
         return self._hand_out(node, args)
 
     def _hand_out(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        results, pooled = node.hand_out(self.recorder, args)
-        message = OVERWRITTEN.format(graph=node.function.name, step=self.step)
-        self.handed_out.extend((weakref.ref(t), message) for t in pooled)
+        results, fresh = node.hand_out(self.recorder, args, self.step)
+        if fresh:
+            message = OVERWRITTEN.format(graph=node.function.name, step=self.step)
+            self.handed_out.extend((weakref.ref(t), message) for t in fresh)
         return results
 
     def _warm_up(self, function: GraphFunction, args: list[Any]) -> Sequence[Any]:
@@ -216,6 +222,10 @@ class CudaGraphTree:
 
     def new_step(self) -> None:
         """Poison the outputs handed out so far that are still alive; start at the roots."""
+        node = self.current
+        while node is not None:
+            node.release_held(self.recorder, self.step)
+            node = node.parent
         for ref, message in self.handed_out:
             tensor = ref()
             if tensor is not None:
