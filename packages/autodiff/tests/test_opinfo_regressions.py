@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import torch
 
 from ember.autodiff import aot_eager
@@ -156,3 +157,19 @@ def test_index_fill_with_a_value_tensor_differentiates_the_value() -> None:
     _check_values_and_gradients(
         fn, torch.randn(4, 5, requires_grad=True), torch.tensor(1.5, requires_grad=True)
     )
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_with_a_mask_differentiates_without_reading_the_mask(
+    rows: int, accumulate: bool
+) -> None:
+    """torch's formulas read grad[mask] (nonzero: a data-dependent size, which a trace cannot
+    hold); the rule puts each value row with sizes that do not depend on the mask."""
+    mask = torch.tensor([True, False, True, True, False])
+
+    def fn(x: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        return torch.index_put(x * 1, [mask], values, accumulate) * torch.arange(25.0).view(5, 5)
+
+    values = torch.randn(rows, 5, requires_grad=True)
+    _check_values_and_gradients(fn, torch.randn(5, 5, requires_grad=True), values)

@@ -169,7 +169,56 @@ def _index_fill_value(
     return (filled,), {}
 
 
+def _index_put(writes: bool) -> FunctionalRule:
+    """`index_put(self, [mask], values)` with one bool mask over leading dims, when a
+    gradient is wanted: torch's formulas read `grad[mask]`, whose size depends on the mask's
+    values. The same result from ops of fixed sizes: each selected position takes the row of
+    `values` that the running count of selected positions names (or the one broadcast row)."""
+
+    def rule(args: list[Any], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[int, Any]]:
+        self, indices, values = args[:3]
+        accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+        mask = indices[0] if len(indices) == 1 else None
+        wanted = torch.is_grad_enabled() and (self.requires_grad or values.requires_grad)
+        masks = (
+            mask is not None
+            and mask.dtype in (torch.bool, torch.uint8)
+            and mask.dim() > 0
+            and tuple(mask.shape) == tuple(self.shape[: mask.dim()])
+        )
+        if not (wanted and masks):
+            out = aten.index_put.default(self, indices, values, accumulate)
+        else:
+            assert mask is not None
+            out = _masked_put(self, mask.bool(), values, accumulate)
+        return (out,), ({0: out} if writes else {})
+
+    return rule
+
+
+def _masked_put(self: Any, mask: Any, values: Any, accumulate: bool) -> Any:
+    k = mask.dim()
+    rest = list(self.shape[k:])
+    values = aten._to_copy.default(values, dtype=self.dtype)
+    if values.dim() <= len(rest) or values.shape[0] == 1:  # one row for every position
+        row = values if values.dim() <= len(rest) else aten.select.int(values, 0, 0)
+        placed = aten.expand.default(row, list(self.shape))
+    else:  # row i of values goes to the i-th selected position
+        flat = aten.reshape.default(mask, [-1])
+        count = aten.sub.Tensor(aten.cumsum.default(flat, 0), 1)
+        rows = aten.clamp_min.default(count, 0)
+        gathered = aten.index_select.default(values, 0, rows)
+        placed = aten.reshape.default(gathered, list(self.shape))
+    selected = aten.reshape.default(mask, [*mask.shape, *([1] * len(rest))])
+    if accumulate:
+        return aten.add.Tensor(self, aten.where.ScalarOther(selected, placed, 0))
+    return aten.where.self(selected, placed, self)
+
+
 FUNCTIONAL_RULES: dict[str, FunctionalRule] = {
+    "aten::index_put.default": _index_put(writes=False),
+    "aten::index_put_.default": _index_put(writes=True),
+    "aten::_index_put_impl_.default": _index_put(writes=True),
     "aten::index_fill.int_Tensor": _index_fill_value,
     "aten::copy_.default": _copy,
     "aten::_batch_norm_with_update.default": _batch_norm_with_update,
