@@ -82,6 +82,13 @@ def _aot(
     _check(functional.graph, config)
     examples = _example_primals(functional, example_inputs, live_state)
     mutated = {functional.signature.inputs[i].value.name for i, _ in functional.signature.mutations}
+    # Parameters and buffers outlive the step: the partition may save them at no cost.
+    resident = [
+        i
+        for i, (graph_input, example) in enumerate(zip(functional.signature.inputs, examples))
+        if graph_input.kind in (InputKind.PARAMETER, InputKind.BUFFER)
+        or isinstance(example, torch.nn.Parameter)
+    ]
 
     def inference() -> Callable[..., Any]:
         with autocast_disabled():
@@ -104,7 +111,7 @@ def _aot(
         joint = trace_joint(graph, requires_grad, decompositions)
         _check(joint.graph, config)
         _log("joint", joint.graph)
-        parts = partition(joint, partitioner)
+        parts = partition(joint, partitioner, resident)
         _log("partition (forward)", parts.forward)
         _log("partition (backward)", parts.backward)
         logger.debug(

@@ -9,16 +9,24 @@ such that everything else the backward needs can be recomputed from them with ch
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import torch
 
 from ember.autodiff.dead_code import references
 from ember.autodiff.errors import PartitionError
 from ember.autodiff.joint import JointGraph
 from ember.autodiff.mincut import FlowNetwork
+from ember.autodiff.recompute_policy import (
+    DEFAULT_POLICY,
+    RECOMPUTABLE_OPS,
+    RECOMPUTABLE_PRIM_FAMILIES,
+    RecomputePolicy,
+    is_fusible,
+    is_recomputable,
+    is_view,
+    saving_cost,
+)
 from ember.prims import (
     Graph,
     GraphInput,
@@ -27,34 +35,20 @@ from ember.prims import (
     Ref,
     TensorSpec,
     Value,
-    resolve_op,
     tree_flatten,
 )
-from ember.prims.ops import op_schema
 from ember.prims.symbolic import evaluate_expr
 
 PARTITIONERS = ("min_cut", "naive")
-
-# Ops cheap enough to compute again in the backward instead of saving their results, beyond
-# pointwise ops and views (which are recognized by their tags and schemas).
-RECOMPUTABLE_OPS: frozenset[str] = frozenset(
-    {
-        "aten::_to_copy.default",
-        "aten::clone.default",
-        "aten::zeros_like.default",
-        "aten::ones_like.default",
-        "aten::full_like.default",
-        "aten::full.default",
-        "aten::zeros.default",
-        "aten::ones.default",
-        "aten::scalar_tensor.default",
-        "aten::arange.start_step",
-        "aten::expand.default",
-        "aten::where.self",
-    }
-)
-# Prim families that are as cheap as pointwise ops.
-RECOMPUTABLE_PRIM_FAMILIES: frozenset[str] = frozenset({"elementwise", "views"})
+__all__ = [
+    "PARTITIONERS",
+    "RECOMPUTABLE_OPS",
+    "RECOMPUTABLE_PRIM_FAMILIES",
+    "Partition",
+    "RecomputePolicy",
+    "is_recomputable",
+    "partition",
+]
 
 
 @dataclass
@@ -69,13 +63,22 @@ class Partition:
     num_forward_outputs: int
 
 
-def partition(joint: JointGraph, partitioner: str = "min_cut") -> Partition:
-    """Split `joint` with the named partitioner (`min_cut` or `naive`)."""
+def partition(
+    joint: JointGraph,
+    partitioner: str = "min_cut",
+    resident: Collection[int] = (),
+    policy: RecomputePolicy = DEFAULT_POLICY,
+) -> Partition:
+    """Split `joint` with the named partitioner (`min_cut` or `naive`).
+
+    `resident` are the indices of primals that stay alive beyond the step anyway (parameters,
+    buffers): the min cut saves them at no cost."""
     started = time.perf_counter()
     graph = joint.graph
     layout = _Layout(joint)
     if partitioner == "min_cut":
-        saved = _min_cut_saved(layout)
+        free = {layout.primals[i] for i in resident if i < len(layout.primals)}
+        saved = _min_cut_saved(layout, free, policy)
     elif partitioner == "naive":
         saved = _naive_saved(layout)
     else:
@@ -115,6 +118,10 @@ class _Layout:
         for node in graph.nodes:
             if any(ref.name in self.tangent_dependent for ref in references(node)):
                 self.tangent_dependent.update(v.name for v in node.output_values())
+        self.users: dict[str, list[int]] = {}
+        for index, node in enumerate(graph.nodes):
+            for ref in references(node):
+                self.users.setdefault(ref.name, []).append(index)
         self.order = {name: i for i, name in enumerate(self.values)}
         self.hints = {
             name: info.hint for name, info in graph.symbols.items() if info.hint is not None
@@ -166,20 +173,47 @@ def _naive_saved(layout: _Layout) -> list[str]:
     return sorted(saved, key=layout.order.__getitem__)
 
 
-def _min_cut_saved(layout: _Layout) -> list[str]:
+def _min_cut_saved(layout: _Layout, free: set[str], policy: RecomputePolicy) -> list[str]:
     """Save the cheapest set of values that separates the inputs from what the backward reads,
-    where only cheap (recomputable) ops may be computed again in the backward."""
+    where only cheap (recomputable) ops may be computed again in the backward.
+
+    The flow network: for every tangent-free value `v` an edge `v:in -> v:out` whose capacity
+    is the cost of saving `v` (`saving_cost`); infinite edges from `source` to primals,
+    forward outputs and values the backward must not recompute; infinite edges `a:out -> v:in`
+    for each argument `a` of `v`'s op, and from every value a backward node reads to `sink`.
+    The saved values are the edges a minimum cut severs."""
     candidates = [
         name
         for name in layout.values
         if name not in layout.tangent_dependent and name not in layout.constants
     ]
-    weights = {name: _bytes(layout.values[name], layout.hints) for name in candidates}
+    sizes = {name: _bytes(layout.values[name], layout.hints) for name in candidates}
+    distance = _distance_from_backward(layout)
+    forward_outputs = set(layout.forward_refs())
+    # A saved view keeps its base's whole storage alive: never save one (unless it is a
+    # forward output anyway); the cut saves the base and the backward takes the view again.
+    views = {
+        name
+        for name in candidates
+        if name in layout.producer
+        and name not in forward_outputs
+        and is_view(layout.graph.nodes[layout.producer[name]].target)
+    }
+    weights: dict[str, int] = {}
+    for name in candidates:
+        if name in free:
+            weights[name] = 0
+            continue
+        fused = name in layout.producer and all(
+            is_fusible(layout.graph.nodes[user].target) for user in layout.users.get(name, ())
+        )
+        weights[name] = saving_cost(sizes[name], distance.get(name, 0), fused, policy)
     infinite = sum(weights.values()) + 1
+    for name in views:
+        weights[name] = infinite
     network = FlowNetwork()
     network.vertex("source")
     network.vertex("sink")
-    forward_outputs = set(layout.forward_refs())
     # Values the forward computes anyway; the rest is computed once, in whichever half.
     forward_required = layout.ancestors(forward_outputs, set())
     for name in candidates:
@@ -190,8 +224,12 @@ def _min_cut_saved(layout: _Layout) -> list[str]:
         outputs = [v.name for v in node.output_values() if v.name in weights]
         if not outputs:
             continue
-        banned = not is_recomputable(node.target) and any(
-            name in forward_required for name in outputs
+        banned = any(name in forward_required for name in outputs) and (
+            not is_recomputable(node.target)
+            or (
+                policy.ban_materialized_in_backward
+                and any(_materialized_in_backward(layout, name) for name in outputs)
+            )
         )
         for name in outputs:
             if banned:
@@ -210,25 +248,50 @@ def _min_cut_saved(layout: _Layout) -> list[str]:
     return sorted(saved, key=layout.order.__getitem__)
 
 
-def is_recomputable(target: str) -> bool:
-    """Whether the backward may compute `target` again rather than the forward saving it."""
-    if target in RECOMPUTABLE_OPS:
-        return True
-    op = resolve_op(target)
-    family = getattr(op, "family", None)
-    if family is not None:
-        return family in RECOMPUTABLE_PRIM_FAMILIES
-    tags = getattr(op, "tags", ())
-    if torch.Tag.nondeterministic_seeded in tags:
+def _distance_from_backward(layout: _Layout) -> dict[str, int]:
+    """For each tangent-free value, the fewest ops between it and a backward node."""
+    distance: dict[str, int] = {}
+    far = 10**9
+    for node in reversed(layout.graph.nodes):
+        for value in node.output_values():
+            name = value.name
+            if name in layout.tangent_dependent:
+                distance[name] = 0
+                continue
+            best = far
+            for user in layout.users.get(name, ()):
+                for out in layout.graph.nodes[user].output_values():
+                    best = min(best, distance.get(out.name, far) + 1)
+            distance[name] = best
+    for name in layout.primals:
+        best = far
+        for user in layout.users.get(name, ()):
+            for out in layout.graph.nodes[user].output_values():
+                best = min(best, distance.get(out.name, far) + 1)
+        distance[name] = best
+    return distance
+
+
+def _materialized_in_backward(layout: _Layout, name: str) -> bool:
+    """Whether a backward op that cannot fuse it reads `name` (directly or through views):
+    recomputing it would cost a kernel and a buffer in the backward."""
+    if name not in layout.producer or is_view(layout.graph.nodes[layout.producer[name]].target):
         return False
-    if torch.Tag.pointwise in tags:
-        return True
-    schema = op_schema(target)
-    if schema is None:
-        return False
-    is_view = any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
-    writes = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
-    return is_view and not writes
+    pending, seen = [name], {name}
+    while pending:
+        current = pending.pop()
+        for index in layout.users.get(current, ()):
+            user = layout.graph.nodes[index]
+            outputs = [v.name for v in user.output_values()]
+            backward = any(out in layout.tangent_dependent for out in outputs)
+            if backward and not is_fusible(user.target):
+                return True
+            if is_view(user.target):
+                for out in outputs:
+                    if out not in seen:
+                        seen.add(out)
+                        pending.append(out)
+    return False
 
 
 # ---- building the two Graphs ------------------------------------------------------------
