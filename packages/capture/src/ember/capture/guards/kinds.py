@@ -111,13 +111,11 @@ class Guard:
             assert isinstance(self.expected, Source)
             return f"{value} is {read(self.expected)}"
         if self.kind is GuardKind.TENSOR:
-            # size() rather than .shape: the same torch.Size, half the cost (a step of GPT-2
-            # checks 150 parameters)
             facts: TensorFacts = self.expected
             names = [_constant(namespace, item) for item in (facts.type, facts.dtype, facts.device)]
             return (
                 f"(type(__t := {value}) is {names[0]} and __t.dtype is {names[1]} "
-                f"and __t.device == {names[2]} and __t.size() == {facts.shape!r} "
+                f"and __t.device == {names[2]} and __t.shape == {facts.shape!r} "
                 f"and __t.stride() == {facts.stride!r} "
                 f"and __t.requires_grad is {facts.requires_grad!r})"
             )
