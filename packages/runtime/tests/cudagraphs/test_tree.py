@@ -313,3 +313,20 @@ def test_outputs_over_one_storage_are_replaced_together(fake: FakeRecorder) -> N
     assert [t for t, _ in fake.invalidated] == [first]
     assert new_second.untyped_storage().data_ptr() == new_first.untyped_storage().data_ptr()
     torch.testing.assert_close(torch.cat([new_first, new_second]), (torch.arange(4.0) + 10) * 2)
+
+
+def test_training_forward_outputs_handed_out_again_lose_dropped_hooks(fake: FakeRecorder) -> None:
+    forward = cudagraphify(lambda a: (a[0] * 2,), name="fw", device=CUDA)
+    forward.function.mode = FunctionMode.FORWARD  # type: ignore[attr-defined]
+    seen: list[torch.Tensor] = []
+    for i in range(4):
+        (out,) = forward([torch.full((2,), float(i))])
+        assert out._backward_hooks is None  # a hook from the step before is gone
+        out.requires_grad_(True)
+        out.register_hook(seen.append)
+        out.requires_grad_(False)
+        out = out.detach()
+        mark_step_begin()
+    del out
+    (again,) = forward([torch.ones(2)])
+    assert again._backward_hooks is None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ember.runtime.cudagraphs.function import FunctionMode
 from ember.runtime.cudagraphs.reasons import OVERWRITTEN
 from ember.runtime.cudagraphs.recording import Recorder, Recording
 from ember.runtime.cudagraphs.static_inputs import InputPlan, Signature
@@ -131,6 +132,12 @@ class Node:
             self._baseline = list(map(_refcount, self._reused))  # no frame holds them now
         elif list(map(_refcount, self._reused)) != self._baseline:
             self.release_held(recorder, step)  # not expected: a step began without it
+        if self.function.mode is FunctionMode.FORWARD:
+            # autograd.Function gives its outputs a new grad_fn, but hooks a caller put on a
+            # tensor it dropped stay on it (torch's trees clear them the same way)
+            for tensor in self._reused:
+                if tensor._backward_hooks is not None:
+                    tensor._backward_hooks = None
         results = self._results.copy()  # type: ignore[union-attr]
         for index in self._views:
             plan = self.outputs[index]
