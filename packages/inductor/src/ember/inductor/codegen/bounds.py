@@ -30,7 +30,7 @@ def kernel_violations(kernel: Kernel, program: Program) -> list[OutOfBounds]:
     extents = {
         name: storage_extent(storage)
         for name, storage in program.storages.items()
-        if name not in local
+        if name not in local and name not in program.unbounded
     }
     for member in kernel.members:
         trees = [member.body, *(value for _, value in member.store_indirect)]

@@ -112,3 +112,6 @@ class Program:
     # output position -> the layout the wrapper copies it into (an output whose dtype the
     # kernels do not compute in, computed in other strides than its spec declares)
     output_restrides: dict[int, Layout] = field(default_factory=dict)
+    # inputs and extern results read through as_strided: their memory may extend past the
+    # layout they arrive with (a view of a larger tensor), so their bounds are unknown
+    unbounded: set[str] = field(default_factory=set)

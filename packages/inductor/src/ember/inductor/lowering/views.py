@@ -184,10 +184,11 @@ def as_strided(
     argument = ctx.node.args[0]
     traced = ctx.spec_layout(argument.name) if isinstance(argument, Ref) else None
     if isinstance(a, StorageView):
-        # as_strided's offset is absolute in the storage; ours counts from the storage's base
-        # pointer, which sits at (the argument's traced offset - its offset in our storage)
+        # prims::as_strided's offset counts from a's first element (aten's absolute offset
+        # minus a's, in its decomposition), which sits at a.layout.offset in our storage
         base = a
-        start = storage_offset(ctx, argument) - a.layout.offset
+        if ctx.program.storages[a.storage].layout is None:  # memory around a view it was given
+            ctx.program.unbounded.add(a.storage)
     elif traced is not None and traced.is_contiguous():
         # windows of a value not computed yet (pooling over a padded input): an index function
         # over its row-major elements; realizing it first would materialize the whole padded
@@ -202,11 +203,10 @@ def as_strided(
         return view_of(a, size, lambda index: load(to_input(index)))
     else:
         base = ctx.realize(a, traced)
-        start = sympy.S.Zero
     layout = Layout(
         spec.dtype,
         tuple(as_expr(s) for s in shape),
         tuple(as_expr(s) for s in strides),
-        as_expr(offset) - start,
+        base.layout.offset + as_expr(offset),
     )
     return StorageView(base.storage, layout)
