@@ -4,6 +4,7 @@
     python -m benchmarks.cudagraph_overhead train --model hf_gpt2 [--size small] [--json PATH]
     python -m benchmarks.cudagraph_overhead profile --model hf_gpt2 [--size small] [--json PATH]
     python -m benchmarks.cudagraph_overhead host [--layers 12] [--json PATH]
+    python -m benchmarks.cudagraph_overhead tree [--json PATH]
 
 `gpt2`: GPT-2 small at batch 1 x 64 tokens, inference under bf16 autocast, in one process:
 eager, torch.compile default and reduce-overhead, ember default and reduce-overhead. Each is
@@ -17,7 +18,9 @@ GPU kernel time the torch profiler records, and device-to-device copies per step
 1 x 64 on the CPU, split into capture's guards, the entry function, the compiled graph's
 binding and the CUDA graph tree (recorded with a recorder whose replay does nothing), next to
 torch.compile's guards and dispatch (a backend that returns fixed outputs).
-Needs CUDA except `host`; not part of CI.
+`tree` (no GPU needed): the tree alone, one graph with 150 static inputs, one copied input
+and 26 outputs (GPT-2's shape when it was 3 graphs), on the same do-nothing recorder.
+Needs CUDA except `host` and `tree`; not part of CI.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ for source in ("src", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "package
 import torch  # noqa: E402
 
 DEVICE = torch.device("cuda")
-if not torch.cuda.is_available() and "host" in sys.argv:
+if not torch.cuda.is_available() and ("host" in sys.argv or "tree" in sys.argv):
     DEVICE = torch.device("cpu")
 
 
@@ -474,9 +477,33 @@ def run_host(layers: int) -> dict[str, Any]:
     return rows
 
 
+def run_tree() -> dict[str, Any]:
+    import timeit
+
+    from ember.runtime.cudagraphs import cudagraphify, set_recorder_factory
+
+    set_recorder_factory(lambda device: _NoReplayRecorder())
+    params = [torch.randn(8) for _ in range(150)]
+
+    def outputs26(args: list[Any]) -> tuple[torch.Tensor, ...]:
+        return tuple(args[0] * i for i in range(26))
+
+    call = cudagraphify(
+        outputs26, name="g", device=torch.device("cuda", 0), static_positions=range(1, 151)
+    )
+    args = [torch.randn(8), *params]
+    for _ in range(5):  # warm-up, record, replays
+        call(args)
+    best = min(timeit.repeat(lambda: call(args), number=2000, repeat=7)) / 2000
+    set_recorder_factory(None)
+    row = {"tree_us_per_call": best * 1e6}
+    print(row, flush=True)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=("gpt2", "train", "profile", "host"))
+    parser.add_argument("what", choices=("gpt2", "train", "profile", "host", "tree"))
     parser.add_argument("--model", default="hf_gpt2")
     parser.add_argument("--size", default="small")
     parser.add_argument("--mode", default="inference")
@@ -491,6 +518,8 @@ def main() -> None:
     }
     if arguments.what == "gpt2":
         result = run_gpt2(arguments.variants)
+    elif arguments.what == "tree":
+        result = run_tree()
     elif arguments.what == "host":
         result = run_host(arguments.layers)
     elif arguments.what == "train":
