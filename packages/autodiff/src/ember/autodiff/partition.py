@@ -190,14 +190,15 @@ def _min_cut_saved(layout: _Layout, free: set[str], policy: RecomputePolicy) -> 
     sizes = {name: _bytes(layout.values[name], layout.hints) for name in candidates}
     distance = _distance_from_backward(layout)
     forward_outputs = set(layout.forward_refs())
-    # A saved view keeps its base's whole storage alive: never save one (unless it is a
-    # forward output anyway); the cut saves the base and the backward takes the view again.
+    # A view as large as its base (a reshape, a transpose) is never saved: the cut saves the
+    # base and the backward takes the view again, so one storage is not counted twice. A
+    # smaller view (select, slice) may be saved for its own size.
     views = {
         name
         for name in candidates
         if name in layout.producer
         and name not in forward_outputs
-        and is_view(layout.graph.nodes[layout.producer[name]].target)
+        and _whole_view(layout, name, sizes)
     }
     weights: dict[str, int] = {}
     for name in candidates:
@@ -246,6 +247,18 @@ def _min_cut_saved(layout: _Layout, free: set[str], policy: RecomputePolicy) -> 
         if f"{name}:in" in source_side and f"{name}:out" not in source_side
     ]
     return sorted(saved, key=layout.order.__getitem__)
+
+
+def _whole_view(layout: _Layout, name: str, sizes: Mapping[str, int]) -> bool:
+    """Whether `name` is a view of an argument at least as large as that argument."""
+    node = layout.graph.nodes[layout.producer[name]]
+    if not is_view(node.target):
+        return False
+    bases = [ref.name for ref in references(node)]
+    base_size = max(
+        (sizes.get(base, _bytes(layout.values[base], layout.hints)) for base in bases), default=0
+    )
+    return sizes[name] >= base_size
 
 
 def _distance_from_backward(layout: _Layout) -> dict[str, int]:
