@@ -443,3 +443,19 @@ def test_model_output_keys_items_to_tuple_and_indexing() -> None:
     function: keys/values/items, to_tuple() and indexing by name and position."""
     pytest.importorskip("transformers")
     check(Case(model_output_views, lambda: (randn(3),)))
+
+
+def model_output_passed_in(out, x):
+    return [v * x for v in out.values()], list(out.keys()), out.to_tuple()[0] + 1
+
+
+def test_model_output_passed_in_reads_its_entries() -> None:
+    """A ModelOutput from outside (or kept across a break): keys/values/to_tuple read its
+    entries through guarded sources instead of breaking at the C-level dict methods."""
+    pytest.importorskip("transformers")
+    from transformers.modeling_outputs import BaseModelOutput
+
+    def make() -> tuple[Any, torch.Tensor]:
+        return BaseModelOutput(last_hidden_state=randn(3), hidden_states=None), randn(3)
+
+    check(Case(model_output_passed_in, make))

@@ -78,6 +78,13 @@ class UserObjectVariable(Variable):
         ) and self.source is not None:
             # A C-level attribute or a __slots__ entry: read for real, guarded.
             return wrap(frame, getattr(self.value, name), AttrSource(self.source, name))
+        if (
+            isinstance(self.value, dict)
+            and name in ("keys", "values", "items")
+            and static in (getattr(dict, name), getattr(collections.OrderedDict, name))
+            and self.source is not None
+        ):
+            return DictSubclassViewVariable(self, name)
         if inspect.ismethoddescriptor(static) and callable(static) and self.source is not None:
             return OpaqueMethodVariable(self, name)
         return wrap_result(frame, static)
@@ -160,6 +167,43 @@ def _custom_lookup(cls: type) -> bool:
         inspect.isfunction(inspect.getattr_static(cls, hook, None))
         for hook in ("__getattribute__", "__getattr__")
     )
+
+
+class DictSubclassViewVariable(Variable):
+    """`keys`, `values` or `items` of a dict subclass read through a source (a ModelOutput
+    passed in or kept across a break): its keys are guarded, its entries read as plain
+    dict entries, each through its own source."""
+
+    def __init__(self, owner: UserObjectVariable, name: str) -> None:
+        self.owner = owner
+        self.name = name
+
+    def describe(self) -> str:
+        return f"{type(self.owner.value).__name__}.{self.name}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from ember.capture.guards.kinds import GuardKind
+        from ember.capture.guards.source import DictEntrySource
+        from ember.capture.variables.builder import wrap
+        from ember.capture.variables.containers import ListVariable, TupleVariable
+
+        if args or kwargs:
+            raise Unsupported(f"calling {self.describe()} with arguments (TypeError)")
+        source = self.owner.source
+        assert source is not None
+        keys = tuple(dict.keys(self.owner.value))
+        if not all(isinstance(key, str | int) for key in keys):
+            raise Unsupported(f"{self.describe()} of a dict with non-constant keys")
+        frame.session.guard(GuardKind.DICT_KEYS, source, keys)
+        if self.name == "keys":
+            return ListVariable([ConstantVariable(key) for key in keys])
+        values = [
+            wrap(frame, dict.__getitem__(self.owner.value, key), DictEntrySource(source, key))
+            for key in keys
+        ]
+        if self.name == "values":
+            return ListVariable(values)
+        return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in zip(keys, values)])
 
 
 class OpaqueMethodVariable(Variable):
