@@ -569,9 +569,12 @@ def guard_cost_us(case: ModelCase, calls: int = 2000) -> tuple[float | None, flo
     model.eval()
     forward = model.forward
     function = forward.__func__
-    bound = inspect.signature(function).bind(model, **inputs)
+    bound = inspect.signature(function, follow_wrapped=False).bind(model, **inputs)
     bound.apply_defaults()
     frame_locals = dict(bound.arguments)
+    # A decorator's wrapper reads its closure: Dynamo's guards find free variables in f_locals.
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
+        frame_locals[name] = cell.cell_contents
     ember_us = dynamo_us = None
     ember_guards = 0
     with torch.no_grad():
@@ -583,12 +586,14 @@ def guard_cost_us(case: ModelCase, calls: int = 2000) -> tuple[float | None, flo
             ember_guards = len(check.guards)
             arguments = {**frame_locals, FUNCTION_KEY: function}
             globals_dict = function.__globals__
+            assert check.check(arguments, globals_dict), check.failure(arguments, globals_dict)
             ember_us = _per_call(lambda: check.check(arguments, globals_dict), calls)
         torch._dynamo.reset()
         torch.compile(forward, backend="eager")(**inputs)
         cache_entries = torch._C._dynamo.eval_frame._debug_get_cache_entry_list(function.__code__)
         if cache_entries:
             manager = cache_entries[0].guard_manager
+            assert manager.check(frame_locals), "Dynamo's guards fail on the call's arguments"
             dynamo_us = _per_call(lambda: manager.check(frame_locals), calls)
         torch._dynamo.reset()
     return ember_us, dynamo_us, ember_guards
@@ -691,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     wanted = {name for name in options.models.split(",") if name}
     cases = [case for case in CASES if not wanted or case.name in wanted]
-    modes = options.modes.split(",")
+    modes = [mode for mode in options.modes.split(",") if mode]
     print(f"torch {torch.__version__}, Python {sys.version.split()[0]}")
     rows: list[Row] = []
     guard_rows: list[dict[str, Any]] = []
