@@ -121,6 +121,41 @@ def test_tensor_stride() -> None:
     run_guard_case(uses_tensor, lambda: (base,), lambda: (base.t(),), "x.stride() changed")
 
 
+def uses_as_strided(x):
+    return torch.as_strided(x, (2, 2), (1, 2), 1) * 2
+
+
+def test_storage_offset_under_as_strided() -> None:
+    # as_strided's offset counts from the storage's start, so a Graph that calls it is right
+    # only for the input's captured storage offset (inductor returned base[4:] for base[1:]).
+    base = torch.arange(20.0)
+    run_guard_case(
+        uses_as_strided,
+        lambda: (base[2:12],),
+        lambda: (base[5:15],),
+        "x.storage_offset() changed from 2 to 5",
+    )
+
+
+def test_storage_offset_unguarded_without_as_strided() -> None:
+    base = torch.arange(20.0)
+    counter = CompileCounter()
+    compiled = ember_compile(uses_tensor, backend=counter)
+    for start in (2, 5, 7):
+        assert torch.equal(compiled(base[start : start + 10]), base[start : start + 10] * 2)
+    assert counter.frame_count == 1, (
+        "a slice at another offset recompiled a Graph without as_strided"
+    )
+
+
+def test_storage_offset_values_through_inductor() -> None:
+    base = torch.arange(20.0)
+    compiled = ember_compile(uses_as_strided, backend="inductor")
+    for start in (2, 5):
+        view = base[start : start + 10]
+        torch.testing.assert_close(compiled(view), uses_as_strided(view), rtol=0, atol=0)
+
+
 def test_tensor_requires_grad() -> None:
     run_guard_case(
         uses_tensor,

@@ -165,6 +165,7 @@ def _capture(
         leaves = [Ref(entry.value_name) for entry in session.inputs]
         tracer.set_inputs_signature(tree_flatten(tuple(example_inputs))[1], leaves)
         graph = tracer.finish(tuple(outputs))
+        _guard_storage_offsets(session, graph)
         graph.name = _graph_name(fn)
         graph.meta = {"pass": "capture", "time_ms": f"{(time.perf_counter() - started) * 1e3:.1f}"}
         if logs.graphs.isEnabledFor(logging.INFO):
@@ -335,3 +336,17 @@ def _continuation(
         resumed = resume_function(fn, frame.break_pc + 1, layout, names, line)
         resume = compile_function(resumed)
     return Continuation(grad_mode, stack_plans, used, code, left, values, resume, catch=catch)
+
+
+# ATen ops whose offset argument counts from the start of the input's storage, not from its
+# first element: a Graph holding one is right only for the storage offsets it was captured with.
+_ABSOLUTE_OFFSET_OPS = ("aten::as_strided", "aten::as_strided_", "aten::as_strided_scatter")
+
+
+def _guard_storage_offsets(session: CaptureSession, graph: Graph) -> None:
+    """Pin the storage offset of every tensor input when the Graph calls an op that reads it
+    (a view input passed again at another offset would otherwise reuse a wrong Graph)."""
+    if not any(node.target.split(".")[0] in _ABSOLUTE_OFFSET_OPS for node in graph.nodes):
+        return
+    for entry in session.inputs:
+        session.guard(GuardKind.STORAGE_OFFSET, entry.source, entry.tensor.storage_offset())

@@ -48,6 +48,7 @@ class GuardKind(str, enum.Enum):
     AUTOCAST = "autocast"  # autocast_state(): torch.autocast's state per device type
     TRAINING = "training"  # an nn.Module's training flag
     SAME_OBJECT = "same_object"  # two sources name one tensor (a deduplicated graph input)
+    STORAGE_OFFSET = "storage_offset"  # v.storage_offset(), where the Graph reads it (as_strided)
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,8 @@ class Guard:
         if self.kind is GuardKind.SAME_OBJECT:
             assert isinstance(self.expected, Source)
             return f"{value} is {read(self.expected)}"
+        if self.kind is GuardKind.STORAGE_OFFSET:
+            return f"{value}.storage_offset() == {self.expected!r}"
         if self.kind is GuardKind.TENSOR:
             facts: TensorFacts = self.expected
             names = [_constant(namespace, item) for item in (facts.type, facts.dtype, facts.device)]
@@ -165,6 +168,12 @@ class Guard:
             return f"{subject} changed from {self.expected!r} to {actual!r}"
         if self.kind is GuardKind.LENGTH:
             return f"len({subject}) changed from {self.expected} to {len(actual)}"
+        if self.kind is GuardKind.STORAGE_OFFSET:
+            return (
+                f"{subject}.storage_offset() changed from {self.expected} to "
+                f"{actual.storage_offset()} (the graph calls as_strided, which counts from the "
+                "storage's start)"
+            )
         if self.kind is GuardKind.DICT_KEYS:
             return f"the keys of {subject} changed from {list(self.expected)} to {list(actual)}"
         return _tensor_change(subject, self.expected, actual)
