@@ -83,7 +83,8 @@ def _on(device: torch.device, tensors: tuple[torch.Tensor, ...], double: bool = 
 
 
 @contextlib.contextmanager
-def _autocast(device: torch.device, dtype: str) -> Iterator[None]:
+def autocast_for(device: torch.device, dtype: str) -> Iterator[None]:
+    """Autocast to the case's dtype ("bf16", ...), or nothing for float32 and float64."""
     target = AUTOCAST[dtype]
     if target is None:
         yield
@@ -143,7 +144,11 @@ def prepare_setup(
     with hold():
         eager_module = copy.deepcopy(workload.module).to(device)
         eager = _first_values(
-            eager_module, eager_module, _on(device, workload.inputs), mode, _autocast(device, dtype)
+            eager_module,
+            eager_module,
+            _on(device, workload.inputs),
+            mode,
+            autocast_for(device, dtype),
         )
         del eager_module
         statistics = None
@@ -153,7 +158,7 @@ def prepare_setup(
                 regularized,
                 regularized,
                 _on(device, reference.regularized.inputs),
-                lambda: _autocast(device, dtype),
+                lambda: autocast_for(device, dtype),
             )
             del regularized
         memory.release(device)
@@ -167,19 +172,19 @@ def prepare_setup(
     )
 
 
-def _make_step(
+def make_step(
     run: Callable[..., Any],
-    module: nn.Module,
     inputs: tuple,
     mode: str,
     dtype: str,
     device: torch.device,
     optimizer: torch.optim.Optimizer | None,
 ) -> Callable[[], object]:
+    """One timed step: a no-grad forward, or forward, backward and the optimizer's step."""
     if mode == "inference":
 
         def inference_step() -> object:
-            with torch.no_grad(), _autocast(device, dtype):
+            with torch.no_grad(), autocast_for(device, dtype):
                 return run(*inputs)
 
         return inference_step
@@ -187,7 +192,7 @@ def _make_step(
 
     def training_step() -> object:
         optimizer.zero_grad(set_to_none=True)
-        with _autocast(device, dtype):
+        with autocast_for(device, dtype):
             loss = run(*inputs)
         loss.backward()
         optimizer.step()
@@ -227,7 +232,7 @@ def run_case(
         synchronize(device)
         start = time.monotonic()
         run = backend.compile(module)
-        values.update(_first_values(run, module, inputs, mode, _autocast(device, dtype)))
+        values.update(_first_values(run, module, inputs, mode, autocast_for(device, dtype)))
         if optimizer is not None:
             optimizer.step()
         synchronize(device)
@@ -257,7 +262,7 @@ def run_case(
         with first_hold():
             start = time.monotonic()
             run = backend.compile(module)
-            statistics = dropout.sample(run, module, inputs, lambda: _autocast(device, dtype))
+            statistics = dropout.sample(run, module, inputs, lambda: autocast_for(device, dtype))
             synchronize(device)
             end = time.monotonic()
         verdict = dropout.compare_statistics(statistics, setup.eager_dropout)
@@ -267,7 +272,7 @@ def run_case(
             dropout_detail=verdict.detail,
         )
 
-    step = _make_step(run, module, inputs, mode, dtype, device, optimizer)
+    step = make_step(run, inputs, mode, dtype, device, optimizer)
     with hold():  # no other worker runs device work while this one times and takes memory
         for _ in range(settings.warmup):
             step()
@@ -294,7 +299,7 @@ def run_case(
     if settings.warm_compile and backend.kind != "baseline":
         backend.reset()
         warm_run = backend.compile(module)
-        warm_step = _make_step(warm_run, module, inputs, mode, dtype, device, optimizer)
+        warm_step = make_step(warm_run, inputs, mode, dtype, device, optimizer)
         warm_start = time.monotonic()
         warm_first_s = timed_call(warm_step, device)
         warm_first_s -= paused(warm_start, time.monotonic())

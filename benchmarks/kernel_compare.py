@@ -146,40 +146,6 @@ def kernels_from_trace(path: Path, steps: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- one worker
 
 
-def _autocast(device: torch.device, dtype: str) -> Any:
-    if dtype == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def _step_fn(
-    run: Callable[..., Any],
-    inputs: tuple[torch.Tensor, ...],
-    mode: str,
-    dtype: str,
-    device: torch.device,
-    optimizer: torch.optim.Optimizer | None,
-) -> Callable[[], object]:
-    if mode == "inference":
-
-        def inference_step() -> object:
-            with torch.no_grad(), _autocast(device, dtype):
-                return run(*inputs)
-
-        return inference_step
-    assert optimizer is not None
-
-    def training_step() -> object:
-        optimizer.zero_grad(set_to_none=True)
-        with _autocast(device, dtype):
-            loss = run(*inputs)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    return training_step
-
-
 def _compile(backend: str, module: torch.nn.Module) -> Callable[..., Any]:
     if backend == "eager":
         return module
@@ -272,6 +238,7 @@ def measure(
     hold: Any,
     reference: dict[str, torch.Tensor],
 ) -> dict[str, Any]:
+    from benchmarks.case import autocast_for, make_step
     from benchmarks.models import build_workload, spec
 
     device = torch.device("cuda")
@@ -291,13 +258,13 @@ def measure(
     run = _compile(backend, module)
     if optimizer is not None:  # the first step's gradients, before any update
         optimizer.zero_grad(set_to_none=True)
-        with _autocast(device, dtype):
+        with autocast_for(device, dtype):
             loss = run(*inputs)
         loss.backward()
         value = _first_value(loss, mode, module)
         optimizer.step()
     else:
-        with torch.no_grad(), _autocast(device, dtype):
+        with torch.no_grad(), autocast_for(device, dtype):
             value = _first_value(run(*inputs), mode, module)
     torch.cuda.synchronize()
     record["first_call_s"] = time.monotonic() - started
@@ -308,7 +275,7 @@ def measure(
         error = (value - expected).norm() / expected.norm().clamp_min(1e-12)
         record["rel_error_vs_eager"] = float(error)
     del value
-    step = _step_fn(run, inputs, mode, dtype, device, optimizer)
+    step = make_step(run, inputs, mode, dtype, device, optimizer)
     with hold():
         for _ in range(args.warmup):
             step()
