@@ -18,7 +18,8 @@ import torch
 
 from ember.inductor.compiled import CompiledGraph
 from ember.inductor.config import InductorConfig
-from ember.inductor.pipeline import compile_graph, graph_device
+from ember.inductor.lowering.graph_lowering import compute_device
+from ember.inductor.pipeline import compile_graph
 from ember.prims import Graph, Interpreter, autocast_disabled
 from ember.prims.config import load
 from ember.prims.logs import topic_logger
@@ -105,7 +106,7 @@ class _CudaGraphs:
             for i, t in enumerate(example_inputs)
             if id(t) in self.state or isinstance(t, torch.nn.Parameter)
         }
-        return compiled.use_cudagraphs(graph_device(graph), static, mode)
+        return compiled.use_cudagraphs(compute_device(graph), static, mode)
 
 
 def _compile_for_mode(

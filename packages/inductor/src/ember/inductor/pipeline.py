@@ -41,7 +41,7 @@ from ember.inductor.lowering import (  # noqa: F401
     views,
 )
 from ember.inductor.lowering.extern import EXTERN_OPS
-from ember.inductor.lowering.graph_lowering import lower_graph
+from ember.inductor.lowering.graph_lowering import compute_device, lower_graph
 from ember.inductor.passes.common_subexpressions import eliminate_common_subexpressions
 from ember.inductor.passes.dead_code import eliminate_dead_code
 from ember.inductor.passes.pad_matmuls import pad_matmuls
@@ -73,7 +73,7 @@ def compile_graph(
     """Compile `graph` for the device its tensors live on (C++ on CPU, Triton on CUDA): the
     callable runs it as `ember.prims.run(graph, ...)` would."""
     config = config or load(InductorConfig)
-    device = graph_device(graph)
+    device = compute_device(graph)
     backend = backend or backend_for(device, config)
     cache = cache or ArtifactCache()
     key = _graph_key(graph, config, backend) if config.cache else None
@@ -83,16 +83,6 @@ def compile_graph(
         if key is not None:
             cache.put(key, json.dumps(artifact).encode())
     return _load(graph, artifact, backend, cache)
-
-
-def graph_device(graph: Graph) -> torch.device:
-    """The device a Graph computes on: the first non-CPU device of its tensors, else CPU."""
-    specs = [graph_input.value.spec for graph_input in graph.inputs]
-    specs += [value.spec for node in graph.nodes for value in node.output_values()]
-    for spec in specs:
-        if isinstance(spec, TensorSpec) and spec.device.type != "cpu":
-            return spec.device
-    return torch.device("cpu")
 
 
 def backend_for(device: torch.device, config: InductorConfig) -> CodegenBackend:
@@ -167,7 +157,7 @@ def generate(
         timed("check_bounds", check_bounds, scheduled, program)
     sources: dict[str, KernelSource] = timed("generate", _generate, scheduled, program, backend)
     module = backend.module(list(sources.values()))
-    device = device or graph_device(graph)
+    device = device or compute_device(graph)
     plan = timed("plan_memory", plan_memory, program, scheduled, sources, config.reuse_buffers)
     wrapper = generate_wrapper(
         program,
