@@ -36,6 +36,7 @@ from ember.inductor.codegen.triton.ops import (
 from ember.inductor.codegen.triton.printer import triton_index
 from ember.inductor.codegen.value_scopes import ValueScopes, operand_key
 from ember.inductor.ir.body import BodyValue
+from ember.inductor.ir.bounds import storage_extent
 from ember.inductor.ir.indexing import Expr, index_var, product
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel, Member
@@ -109,16 +110,8 @@ class TritonKernelWriter(ValueScopes):
         for member in self.kernel.members:
             touched.update(str(load.args[0]) for load in member.loads())
         for name in touched:
-            storage = self.program.storages[name]
-            layout = storage.layout or storage.declared
-            if layout is None:
-                return True
-            extent = 1
-            for size, stride in zip(layout.size, layout.stride):
-                if not (size.is_Integer and stride.is_Integer):
-                    return True
-                extent += (int(size) - 1) * abs(int(stride))
-            if extent > INT32_LIMIT // 2:
+            extent = storage_extent(self.program.storages[name])
+            if extent is None or extent > INT32_LIMIT // 2:
                 return True
         return False
 
