@@ -67,6 +67,14 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
         lambda x: x.sum(0),
         lambda: (_randn(32768, 2, dtype=torch.bfloat16),),
     ),
+    "split_column_sums": (  # a norm's weight and bias gradients: chunk-major partials
+        lambda g, x: ((g * x).sum(0), g.sum(0)),  # sums about 1: reassociation under atol
+        lambda: (_randn(8192, 128) / 64, _randn(8192, 128) / 8),
+    ),
+    "split_column_bfloat16_over_batch_and_tokens": (
+        lambda g: g.sum((0, 1)),  # sums about 1 (a bf16 ulp under the tolerance)
+        lambda: ((_randn(8, 1024, 128) / 64).to(torch.bfloat16),),
+    ),
     "argmax_argmin": (lambda x: (x.argmax(-1), x.argmin(0)), lambda: (_randn(9, 70),)),
     "looped_argmax": (lambda x: x.argmax(-1), lambda: (_randn(3, 2500),)),
     "cat_and_pad": (
@@ -148,6 +156,7 @@ def test_interpreted_kernels_match_eager(
 PTX_CASES = (
     "pointwise_broadcast",
     "split_channel_reductions",
+    "split_column_sums",
     "persistent_softmax_layer_norm",
     "looped_sum_and_max",
     "looped_argmax",

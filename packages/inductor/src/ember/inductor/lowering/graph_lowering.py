@@ -21,7 +21,7 @@ from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr, as_expr, index_var, same
 from ember.inductor.ir.program import ExternNode, LoopNode, Program, Storage, TensorArg
 from ember.inductor.ir.tensors import Layout, Lazy, StorageView, TensorValue
-from ember.inductor.lowering.split_reduction import Split, plan_split
+from ember.inductor.lowering.split_reduction import Split, plan_split, reads_along_outputs
 from ember.inductor.lowering.table import LOWERINGS
 from ember.prims import Graph, Node, Ref, TensorSpec, Value
 from ember.prims.logs import topic_logger
@@ -141,9 +141,17 @@ class LoweringContext:
         """A reduction node: `fn(x + r)` reduced over `r` for every `x`; its buffer's view.
         With `split_reductions`, one with few outputs over many elements is computed as
         partial reductions and a reduction of those (see `split_reduction`)."""
-        split = (
-            plan_split(ranges, reduction_ranges, reduction_type) if self.split_reductions else None
-        )
+        xs = [index_var("x", i) for i in range(len(ranges))]
+        rs = [index_var("r", i) for i in range(len(reduction_ranges))]
+        tree = fn([*xs, *rs])
+        split = None
+        if self.split_reductions:
+            column = reads_along_outputs(
+                tree,
+                [x for x, size in zip(xs, ranges) if size != 1],
+                [r for r, size in zip(rs, reduction_ranges) if size != 1],
+            )
+            split = plan_split(ranges, reduction_ranges, reduction_type, column)
         if split is not None:
             self.split_reductions = False  # the two halves are reductions of their own
             try:
@@ -154,9 +162,6 @@ class LoweringContext:
                 self.split_reductions = True
         layout = Layout.contiguous(dtype, tuple(ranges))
         storage = self.new_buffer(layout)
-        xs = [index_var("x", i) for i in range(len(ranges))]
-        rs = [index_var("r", i) for i in range(len(reduction_ranges))]
-        tree = fn([*xs, *rs])
         self.program.nodes.append(
             LoopNode(
                 name=storage,
@@ -185,28 +190,32 @@ class LoweringContext:
         provenance: tuple[tuple[str, ...], tuple[str, ...]],
     ) -> StorageView:
         """`fn` reduced as `split` says: partials over `split.inner` for each output and
-        `split.outer` index, then the partials reduced over `split.outer`. `provenance`:
+        `split.outer` index (laid out `[*outer, *outputs]` when `split.chunk_major`, else
+        `[*outputs, *outer]`), then the partials reduced over `split.outer`. `provenance`:
         the reduction's (origins, sources)."""
         origins, sources = provenance
         kept = len(ranges)
         extra = len(split.outer)
         # partials in float32 at least: a bf16 sum of 12 544 elements would round each step
         partial_dtype = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        major = split.chunk_major
 
         def partial(index: body.Index) -> body.BodyValue:
-            outer = index[kept : kept + extra]
+            outputs = index[extra : extra + kept] if major else index[:kept]
+            outer = index[:extra] if major else index[kept : kept + extra]
             inner = index[kept + extra :]
-            value = fn([*index[:kept], *split.index(outer, inner)])
+            value = fn([*outputs, *split.index(outer, inner)])
             return body.to_dtype(value, partial_dtype)
 
+        partial_ranges = [*split.outer, *ranges] if major else [*ranges, *split.outer]
         partials = self.reduction(
-            partial, [*ranges, *split.outer], split.inner, reduction_type, partial_dtype,
-            origins, sources,
-        )  # fmt: skip
+            partial, partial_ranges, split.inner, reduction_type, partial_dtype, origins, sources
+        )
         load = partials.loader()
 
         def combine(index: body.Index) -> body.BodyValue:
-            return body.to_dtype(load(index), dtype)
+            # index: the outputs, then the split dims
+            return body.to_dtype(load([*index[kept:], *index[:kept]] if major else index), dtype)
 
         return self.reduction(combine, ranges, split.outer, reduction_type, dtype, origins, sources)
 
