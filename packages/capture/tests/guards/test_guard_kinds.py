@@ -268,3 +268,74 @@ def test_recompile_log_names_the_guard(caplog: pytest.LogCaptureFixture) -> None
     messages = [r.getMessage() for r in caplog.records if r.name == "ember.capture.recompiles"]
     assert len(messages) == 1
     assert "x.shape[0] changed from 8 to 16, seen at test_guard_kinds.py:" in messages[0]
+
+
+def uses_flag(x, flag):
+    return x * 2 if flag else x * 3
+
+
+def test_bool_constant_is_not_an_equal_int() -> None:
+    # a bool constant is checked with `is`: 1 == True, but it is another constant
+    run_guard_case(
+        uses_flag, lambda: (t(2), True), lambda: (t(2), 1), "flag changed from True to 1"
+    )
+
+
+def test_autocast_state() -> None:
+    run_guard_case(
+        uses_tensor,
+        lambda: (t(2),),
+        lambda: (t(2),),
+        "autocast changed from off to on (cpu bfloat16)",
+        context=lambda: torch.autocast("cpu", dtype=torch.bfloat16),
+    )
+
+
+def test_autocast_dtype() -> None:
+    counter = CompileCounter()
+    compiled = ember_compile(uses_tensor, backend=counter)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        compiled(t(2))
+        compiled(t(2))
+    with torch.autocast("cpu", dtype=torch.float16):
+        compiled(t(2))
+        compiled(t(2))
+    assert counter.frame_count == 2
+    reasons = compiled._ember_compiled.recompile_reasons
+    assert "autocast changed from on (cpu bfloat16) to on (cpu float16)" in reasons[0]
+
+
+def test_parameter_changed_in_place() -> None:
+    # `.data =` and `requires_grad_` keep the Parameter object: its metadata is what changes
+    model = Branchy()
+    counter = CompileCounter()
+    compiled = ember_compile(model, backend=counter)
+    x = t(3, dtype=torch.float64)
+    model.linear.weight.data = model.linear.weight.data.double()
+    model.linear.bias.data = model.linear.bias.data.double()
+    compiled(x)
+    compiled(x)
+    model.linear.weight.requires_grad_(False)
+    compiled(x)
+    assert counter.frame_count == 2
+    model.linear.weight.data = model.linear.weight.data.t().contiguous().t()
+    assert torch.equal(compiled(x), model.linear(x))
+    assert counter.frame_count == 3
+    reasons = compiled.forward._ember_compiled.recompile_reasons
+    assert "self.linear.weight.requires_grad changed from True to False" in reasons[0]
+    assert "self.linear.weight.stride() changed" in reasons[1]
+
+
+def test_replaced_parameter_reaches_the_graph() -> None:
+    # a new Parameter with the same metadata passes the guards; the inputs the guard check
+    # hands to the Graph are the ones it read on this call, not the captured ones
+    model = Branchy()
+    counter = CompileCounter()
+    compiled = ember_compile(model, backend=counter)
+    x = t(3)
+    compiled(x)
+    model.linear.weight = nn.Parameter(torch.randn(3, 3))
+    with torch.no_grad():
+        model.linear.bias.add_(1.0)
+    assert torch.equal(compiled(x), model.linear(x))
+    assert counter.frame_count == 1

@@ -27,10 +27,11 @@ class RecompileLimitWarning(UserWarning):
 @dataclass
 class CacheEntry:
     """One capture: its guards, the generated entry function, the Graph (None if empty) and
-    the graph break that ended it, if any."""
+    the graph break that ended it, if any. `entry(arguments, inputs)` takes the Graph's
+    inputs as `check.check_inputs(arguments, globals)` returns them."""
 
     check: GuardCheck
-    entry: Callable[[dict[str, Any]], Any]
+    entry: Callable[[dict[str, Any], tuple[Any, ...]], Any]
     graph: Graph | None
     breaks: list[GraphBreak] = field(default_factory=list)
 

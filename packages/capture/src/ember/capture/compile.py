@@ -64,18 +64,26 @@ class CompiledFunction:
 
     def dispatch(self, arguments: dict[str, Any]) -> Any:
         arguments[FUNCTION_KEY] = self.fn
-        entry = self._lookup(arguments)
-        if entry is None:
-            with self._capturing:  # threads that miss together capture in turn and share it
-                entry = self._lookup(arguments) or self._capture(arguments)
-        if entry is None:
+        for entry in self.table.entries:  # the hot path: one generated check per entry
+            inputs = entry.check.check_inputs(arguments, self.globals)
+            if inputs is not None:
+                return entry.entry(arguments, inputs)
+        with self._capturing:  # threads that miss together capture in turn and share it
+            found = self._lookup(arguments)
+            if found is None:
+                captured = self._capture(arguments)
+                if captured is not None:  # runs on the call it was captured from, unchecked
+                    found = captured, captured.check.read_inputs(arguments, self.globals)
+        if found is None:
             return self._run_eagerly(self.table, arguments)
-        return entry.entry(arguments)
+        entry, inputs = found
+        return entry.entry(arguments, inputs)
 
-    def _lookup(self, arguments: dict[str, Any]) -> CacheEntry | None:
+    def _lookup(self, arguments: dict[str, Any]) -> tuple[CacheEntry, tuple[Any, ...]] | None:
         for entry in self.table.entries:
-            if entry.check.check(arguments, self.globals):
-                return entry
+            inputs = entry.check.check_inputs(arguments, self.globals)
+            if inputs is not None:
+                return entry, inputs
         return None
 
     def _capture(self, arguments: dict[str, Any]) -> CacheEntry | None:

@@ -95,7 +95,7 @@ def _eager_entry(fn: types.FunctionType, graph_break: GraphBreak) -> CacheEntry:
 
     _log_break(fn, graph_break)
 
-    def entry(arguments: dict[str, Any]) -> Any:
+    def entry(arguments: dict[str, Any], inputs: tuple[Any, ...]) -> Any:
         return call_with_arguments(fn, arguments)
 
     return CacheEntry(build_check([]), entry, None, [graph_break])
@@ -173,7 +173,9 @@ def _capture(
         compiled = compiler(cross_boundary(graph, "capture -> backend"), example_inputs)
     elif outputs:
         raise AssertionError("graph outputs without graph nodes")
-    check = build_check(session.guards)
+    sources = [entry.source for entry in session.inputs] if compiled is not None else []
+    # the guard check reads the inputs on its way, unless a prologue must run before them
+    check = build_check(session.guards, [] if session.prologue else sources)
     if logs.guards.isEnabledFor(logging.INFO):
         logs.guards.info(
             "guards of %s:\n%s",
@@ -185,7 +187,6 @@ def _capture(
         )
     for graph_break in breaks:
         _log_break(fn, graph_break)
-    sources = [entry.source for entry in session.inputs] if compiled is not None else []
     prologue = [
         SideEffectPlan("call", OutputPlan("call", ResumedAutocast.suspend, (plan,)))
         for plan in (OutputPlan("source", source) for source in session.prologue)
@@ -199,6 +200,7 @@ def _capture(
         effects,
         continuation,
         prologue,
+        read_inputs=bool(session.prologue),
     )
     return CacheEntry(check, entry, graph, breaks)
 

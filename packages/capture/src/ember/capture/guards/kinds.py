@@ -96,6 +96,9 @@ class Guard:
         if self.kind is GuardKind.ID:
             return f"{value} is {const}"
         if self.kind in (GuardKind.CONSTANT, GuardKind.TRAINING):
+            if self.expected is None or type(self.expected) is bool:
+                # the only value of its type with that value: `is` says both at once
+                return f"{value} is {self.expected!r}"
             kind_const = _constant(namespace, type(self.expected))
             return f"(type(__v := {value}) is {kind_const} and __v == {const})"
         if self.kind is GuardKind.LENGTH:
@@ -105,9 +108,15 @@ class Guard:
         if self.kind is GuardKind.GRAD_MODE:
             grad = _constant(namespace, torch.is_grad_enabled)
             return f"{grad}() is {self.expected!r}"
-        if self.kind is GuardKind.AUTOCAST:
-            state = _constant(namespace, autocast_state)
-            return f"{state}() == {self.expected!r}"
+        if self.kind is GuardKind.AUTOCAST:  # autocast_state() == expected, unrolled
+            enabled = _constant(namespace, torch.is_autocast_enabled)
+            dtype = _constant(namespace, torch.get_autocast_dtype)
+            parts = [
+                f"{enabled}({device!r}) is {on!r} and "
+                f"{dtype}({device!r}) is {_constant(namespace, _dtype_named(name))}"
+                for device, on, name in self.expected
+            ]
+            return f"({' and '.join(parts)})"
         if self.kind is GuardKind.SAME_OBJECT:
             assert isinstance(self.expected, Source)
             return f"{value} is {read(self.expected)}"
@@ -195,6 +204,13 @@ def _tensor_change(subject: str, facts: TensorFacts, actual: torch.Tensor) -> st
     if tuple(actual.stride()) != facts.stride:
         return f"{subject}.stride() changed from {facts.stride} to {tuple(actual.stride())}"
     return f"{subject}.requires_grad changed from {facts.requires_grad} to {actual.requires_grad}"
+
+
+def _dtype_named(name: str) -> torch.dtype:
+    """The dtype `str(dtype)` printed as `name` ('torch.bfloat16')."""
+    dtype = getattr(torch, name.removeprefix("torch."))
+    assert isinstance(dtype, torch.dtype) and str(dtype) == name, name
+    return dtype
 
 
 def _constant(namespace: dict[str, Any], value: Any) -> str:
