@@ -153,3 +153,28 @@ def test_transformers_gpt2_from_config_is_one_graph() -> None:
     torch.testing.assert_close(out.logits, expected.logits)
     assert counter.frame_count == 1 and again.break_count == 0
     assert out.past_key_values is not cache  # each call builds its own cache, as eager does
+
+
+def test_transformers_nystromformer_matches_eager() -> None:
+    """Nystromformer (landmarks fewer than tokens) adds the 4-d attention mask to its landmark
+    scores, which only broadcasts when nothing builds one: transformers builds it only under
+    a compiler (is_compiling() True skips its all-ones check). ember captures that call again
+    with eager's answer, so the model runs as in eager (torch.compile fails on it)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.NystromformerConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        vocab_size=100,
+        num_landmarks=4,
+        segment_means_seq_len=16,
+        conv_kernel_size=5,
+    )
+    model = transformers.NystromformerForMaskedLM(config).eval()
+    ids = torch.randint(0, 100, (2, 16))
+    expected = model(ids).logits
+    compiled = ember_compile(model, backend=CompileCounter())
+    for _ in range(2):
+        torch.testing.assert_close(compiled(ids).logits, expected)

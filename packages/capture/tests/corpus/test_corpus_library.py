@@ -409,6 +409,57 @@ def test_is_compiling_is_true_while_capturing() -> None:
     assert (counter.frame_count, seen.break_count) == (1, 0)
 
 
+def landmark_mask(x):
+    # transformers' mask builders: under a compiler, always materialize the mask; in eager,
+    # skip it when nothing is padded (a data-dependent check).
+    if torch.compiler.is_compiling():
+        return torch.zeros(x.shape[-1], x.shape[-1])
+    if bool((x > 0).all()):
+        return None
+    return torch.zeros(x.shape[-1], x.shape[-1])
+
+
+def landmark_scores(x, mask):
+    # Nystromformer: landmark scores (landmarks x seq) take a (seq x seq) mask, which only
+    # broadcasts when landmarks == seq, so the compiler path raises.
+    scores = x.reshape(2, -1).sum(-1, keepdim=True) * x.reshape(1, -1)[:, :4]
+    return scores if mask is None else scores + mask
+
+
+def masked_landmarks(x):
+    return landmark_scores(x, landmark_mask(x)) * 2
+
+
+def raises_when_compiling(x):
+    if torch.compiler.is_compiling():
+        return x + torch.ones(5)  # (3,) + (5,): raises
+    return x * 3
+
+
+def test_is_compiling_path_that_raises_is_captured_as_eager_runs() -> None:
+    """A program told it is compiled that then raises (a path eager does not take) is
+    captured again answering is_compiling() False, as eager runs it."""
+    x = randn(3)
+    counter = CompileCounter()
+    compiled = ember_compile(raises_when_compiling, backend=counter)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), x * 3)
+    assert counter.frame_count == 1
+
+
+def test_is_compiling_answer_reaches_callees_compiled_after_a_break() -> None:
+    """Captured again with eager's answer, the callee that breaks at the data-dependent check
+    and the resume function after it answer False too (the mask stays None, as in eager)."""
+    x = torch.rand(4) + 1.0
+    expected = masked_landmarks(x)
+    counter = CompileCounter()
+    compiled = ember_compile(masked_landmarks, backend=counter)
+    with collecting() as seen:
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), expected)
+    assert seen.break_count >= 1
+
+
 def test_context_var_set_is_replayed_and_guarded() -> None:
     """A set() left in place is replayed after the graph; a later value recompiles."""
 

@@ -29,13 +29,18 @@ from ember.capture.variables.functions import DISABLED_CODES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# The functions compiled for one compile(): resume functions and callees that broke, each
+# by its answer to torch.compiler.is_compiling().
+Family = weakref.WeakKeyDictionary[types.FunctionType, dict[bool, Any]]
+
 
 class CompiledFunction:
     """The state behind one compile() of one function: its backend and cache entries.
 
     Resume functions and callees that broke the graph are compiled with the same backend
     and options; `family` holds the compiled callees, shared by every function of one
-    compile() so each callee is compiled once.
+    compile() so each callee is compiled once for each answer to is_compiling() (see
+    CaptureOptions.compiling).
     """
 
     def __init__(
@@ -44,14 +49,13 @@ class CompiledFunction:
         backend: Backend,
         name: str,
         fullgraph: bool = False,
-        family: weakref.WeakKeyDictionary[types.FunctionType, Any] | None = None,
+        family: Family | None = None,
+        compiling: bool = True,
     ) -> None:
         self.fn = fn
         self.fullgraph = fullgraph
-        self.family: weakref.WeakKeyDictionary[types.FunctionType, Any] = (
-            family if family is not None else weakref.WeakKeyDictionary()
-        )
-        self.options = CaptureOptions(fullgraph, self.compile_related)
+        self.family: Family = family if family is not None else weakref.WeakKeyDictionary()
+        self.options = CaptureOptions(fullgraph, self.compile_related, compiling)
         self.code = fn.__code__
         self.globals = fn.__globals__
         self.backend = backend
@@ -103,14 +107,15 @@ class CompiledFunction:
         explain.record(entry)
         return entry
 
-    def compile_related(self, fn: types.FunctionType) -> Any:
+    def compile_related(self, fn: types.FunctionType, compiling: bool) -> Any:
         """A resume function or a callee, compiled with this function's backend."""
-        known = self.family.get(fn)
+        compiled = self.family.setdefault(fn, {})
+        known = compiled.get(compiling)
         if known is None:
             known = _compile_function(
-                fn, self.backend, self.backend_name, self.fullgraph, self.family
+                fn, self.backend, self.backend_name, self.fullgraph, self.family, compiling
             )
-            self.family[fn] = known
+            compiled[compiling] = known
         return known
 
     def _run_eagerly(self, table: CodeEntries, arguments: dict[str, Any]) -> Any:
@@ -228,9 +233,10 @@ def _compile_function(
     compiler: Backend,
     name: str,
     fullgraph: bool = False,
-    family: weakref.WeakKeyDictionary[types.FunctionType, Any] | None = None,
+    family: Family | None = None,
+    compiling: bool = True,
 ) -> Any:
-    state = CompiledFunction(fn, compiler, name, fullgraph, family)
+    state = CompiledFunction(fn, compiler, name, fullgraph, family, compiling)
     wrapper = dispatcher_function(fn, state.dispatch)
     functools.update_wrapper(wrapper, fn)
     wrapper._ember_compiled = state  # type: ignore[attr-defined]

@@ -39,6 +39,11 @@ class CaptureSession:
     tracer: Tracer
     globals: dict[str, Any]
     function_name: str
+    # What torch.compiler.is_compiling() answers (see CaptureOptions.compiling), and whether
+    # the program asked while the answer was True (it may then have taken a path eager never
+    # takes).
+    compiling: bool = True
+    answered_compiling: bool = False
     guards: list[Guard] = field(default_factory=list)
     inputs: list[TensorInput] = field(default_factory=list)
     location: SourceLocation | None = None
@@ -53,6 +58,11 @@ class CaptureSession:
     by_identity: dict[int, tuple[Source, Variable]] = field(default_factory=dict)
     _guarded: set[tuple[GuardKind, Source | None]] = field(default_factory=set)
     _inputs_by_id: dict[int, TensorInput] = field(default_factory=dict)
+
+    def answer_compiling(self) -> bool:
+        """The answer to torch.compiler.is_compiling(), noting that the program asked."""
+        self.answered_compiling = self.answered_compiling or self.compiling
+        return self.compiling
 
     def guard(self, kind: GuardKind, source: Source | None, expected: Any) -> None:
         """Record one assumption (once per kind and source)."""

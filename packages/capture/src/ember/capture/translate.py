@@ -15,7 +15,7 @@ import logging
 import time
 import types
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -53,14 +53,32 @@ FUNCTION_KEY = "__ember_function__"
 
 Compiler = Callable[[Graph, Sequence[Any]], Callable[..., Any]]
 
+# Compiles a resume function or a callee that broke, on its own, with the same backend and
+# the given answer to torch.compiler.is_compiling().
+CompileRelated = Callable[[types.FunctionType, bool], Callable[..., Any]]
+
 
 @dataclass(frozen=True)
 class CaptureOptions:
     """How to capture: `fullgraph` makes breaks errors; `compile_function` compiles resume
-    functions and callees that broke, with the same backend."""
+    functions and callees that broke, with the same backend.
+
+    `compiling` is what torch.compiler.is_compiling() answers: True, as under torch.compile,
+    so library code takes its compiler-friendly path; False, eager's answer, for a call whose
+    capture raised on that path (Nystromformer adds the 4-d mask transformers builds only
+    under a compiler to its landmark scores, which eager never does when nothing is padded).
+    Resume functions and callees compiled from such a capture answer False as well."""
 
     fullgraph: bool = False
-    compile_function: CompileCallee | None = None
+    compile_function: CompileRelated | None = None
+    compiling: bool = True
+
+    def compile_callee(self) -> CompileCallee | None:
+        """`compile_function` with this capture's answer to is_compiling()."""
+        related, compiling = self.compile_function, self.compiling
+        if related is None:
+            return None
+        return lambda fn: related(fn, compiling)
 
 
 def capture_call(
@@ -74,6 +92,10 @@ def capture_call(
     try:
         return _capture(fn, arguments, compiler, options, None)
     except Unsupported as error:
+        if error.compiler_path and options.compiling:
+            # The program asked whether it is being compiled and, told yes, raised: eager
+            # may never take that path. Capture it as eager runs it.
+            return capture_call(fn, arguments, compiler, replace(options, compiling=False))
         if options.fullgraph or options.compile_function is None:
             raise
         reason = error
@@ -114,7 +136,7 @@ def _capture(
 ) -> CacheEntry:
     started = time.perf_counter()
     tracer = Tracer()
-    session = CaptureSession(tracer, fn.__globals__, fn.__qualname__)
+    session = CaptureSession(tracer, fn.__globals__, fn.__qualname__, options.compiling)
     session.guard(GuardKind.GRAD_MODE, None, torch.is_grad_enabled())
     session.guard(GuardKind.AUTOCAST, None, autocast_state())
     grad_mode = torch.is_grad_enabled()
@@ -129,7 +151,7 @@ def _capture(
         for i, cell in enumerate(fn.__closure__ or ())
     ]
     user_arguments = {k: v for k, v in arguments.items() if k != FUNCTION_KEY}
-    rebuild = Reconstructor(session, options.compile_function)
+    rebuild = Reconstructor(session, options.compile_callee())
     continuation: Continuation | None = None
     output: OutputPlan | None = None
     breaks: list[GraphBreak] = []
@@ -311,7 +333,8 @@ def _continuation(
     stack_plans += [plan(index) for index in range(split, len(stack))]
     prefix = [item.kind == "null" for item in stack_plans[:split]]
     grad_mode = torch.is_grad_enabled()
-    compile_function = options.compile_function
+    compile_function = options.compile_callee()
+    assert compile_function is not None
     if step.name in BRANCHES:
         at_target = resume_function(fn, step.arg, prefix, names, line)
         at_next = resume_function(fn, frame.break_pc + 1, prefix, names, line)

@@ -33,6 +33,9 @@ class Unsupported(CaptureError):
         # root frame), where a graph break goes.
         self.root_pc: int | None = None
         self.root_visit = 0
+        # A torch call raised after the program was told it runs under a compiler
+        # (torch.compiler.is_compiling()): a path eager may never take.
+        self.compiler_path = False
         super().__init__(self._message())
 
     @classmethod

@@ -53,16 +53,17 @@ QUERIES: dict[Any, Callable[[], Any]] = {
     torch.is_grad_enabled: torch.is_grad_enabled,
     torch.jit.is_scripting: lambda: False,
     torch.jit.is_tracing: lambda: False,
-    # As under torch.compile: library code that asks takes its compiler-friendly path
-    # (transformers skips its ContextVar and data-dependent mask checks).
-    torch.compiler.is_compiling: lambda: True,
-    torch.compiler.is_dynamo_compiling: lambda: True,
     torch.compiler.is_exporting: lambda: False,
     torch.cuda.is_available: torch.cuda.is_available,
     torch.cuda.is_current_stream_capturing: _stream_capturing(torch.cuda),
 }
 if hasattr(torch, "xpu") and hasattr(torch.xpu, "is_current_stream_capturing"):
     QUERIES[torch.xpu.is_current_stream_capturing] = _stream_capturing(torch.xpu)
+
+# Answered by the session (CaptureSession.answer_compiling): True as under torch.compile, so
+# library code takes its compiler-friendly path (transformers skips its ContextVar and
+# data-dependent mask checks); False, eager's answer, where that path raised.
+COMPILER_QUERIES = (torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling)
 
 
 # The Graph op that switches grad mode where the user's code did (a `with no_grad():` block).
@@ -116,21 +117,34 @@ def call_traced(frame: Frame, thunk: Callable[[], T]) -> T:
     try:
         result = thunk()
     except TraceError as error:
-        raise Unsupported(
-            "an operation that needs tensor values in Python",
-            f"{error}".split(": ", 1)[-1][:200],
+        raise _raised(
+            frame,
+            Unsupported(
+                "an operation that needs tensor values in Python",
+                f"{error}".split(": ", 1)[-1][:200],
+            ),
         ) from error
     except Unsupported:
         raise
     except Exception as error:  # noqa: BLE001 - it runs in plain Python, which reports it
-        raise Unsupported(
-            f"a torch call that raised {type(error).__name__} while capturing ({error})"[:300]
+        raise _raised(
+            frame,
+            Unsupported(
+                f"a torch call that raised {type(error).__name__} while capturing ({error})"[:300]
+            ),
         ) from error
     location = frame.session.location
     if location is not None:
         for node in nodes[start:]:
             node.source = location
     return result
+
+
+def _raised(frame: Frame, error: Unsupported) -> Unsupported:
+    """`error` for a torch call that raised, marked when the program had been told it runs
+    under a compiler (capture then tries again with eager's answer, see capture_call)."""
+    error.compiler_path = frame.session.answered_compiling
+    return error
 
 
 class TorchFunctionVariable(Variable):
@@ -158,6 +172,8 @@ class TorchFunctionVariable(Variable):
         short = getattr(self.fn, "__name__", "")
         if short in _GLOBAL_STATE:
             raise Unsupported.of("global-state", what=_GLOBAL_STATE[short], name=short)
+        if not args and not kwargs and self.fn in COMPILER_QUERIES:
+            return ConstantVariable(frame.session.answer_compiling())
         query = QUERIES.get(self.fn) if not args and not kwargs else None
         if query is not None:
             return ConstantVariable(query())
