@@ -44,6 +44,7 @@ from ember.capture.variables.functional import PartialVariable
 from ember.capture.variables.functions import BoundMethodVariable, FunctionVariable
 from ember.capture.variables.modules import ModuleVariable
 from ember.capture.variables.objects import UserObjectVariable
+from ember.capture.variables.scripted import ORIGINAL, is_scripted, scripted_original
 from ember.capture.variables.tensor import TensorVariable
 from ember.capture.variables.torch import (
     GRAD_MODE_CLASSES,
@@ -112,6 +113,9 @@ def wrap(frame: Frame, value: Any, source: Source) -> Variable:
     if isinstance(value, nn.Module):
         session.guard(GuardKind.ID, source, value)
         return ModuleVariable(value, source)
+    if is_scripted(value):
+        session.guard(GuardKind.ID, source, value)
+        return wrap(frame, scripted_original(value), AttrSource(source, ORIGINAL))
     trusted = _trusted(value)
     if trusted is not None:
         session.guard(GuardKind.ID, source, value)
@@ -184,6 +188,8 @@ def wrap_result(frame: Frame, value: Any) -> Variable:
         return DictVariable({key: wrap_result(frame, item) for key, item in value.items()})
     if type(value) in (set, frozenset) and all(is_constant_value(m) for m in value):
         return SetVariable([ConstantVariable(m) for m in value])
+    if is_scripted(value):
+        return FunctionVariable.of(frame, scripted_original(value), None)
     trusted = _trusted(value)
     if trusted is not None:
         return trusted
