@@ -194,3 +194,27 @@ def test_random_and_matmul_results_are_saved_not_recomputed() -> None:
     for node in parts.backward.nodes:
         if any(v.name in forward_values for v in node.output_values()):
             assert is_recomputable(node.target), node.target
+
+
+def test_a_matmul_product_costs_its_bytes_once() -> None:
+    """A bf16 product read by a float32 upcast and an exp whose backward needs it again: the
+    product is in memory whatever the cut (its writer is a matmul), so saving it costs its 2
+    bytes an element, less than the float32 exp (4); it used to be priced as fused (x2)."""
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(8, 16, generator=generator, requires_grad=True)
+    b = torch.randn(16, 64, generator=generator, requires_grad=True)
+
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.exp((a.bfloat16() @ b.bfloat16()).float()).sum(-1)
+
+    graph = trace(fn, a, b)
+    parts = partition(trace_joint(graph, [True, True]), "min_cut")
+    producer = {v.name: n.target for n in parts.forward.nodes for v in n.output_values()}
+    saved = {producer.get(name) for name in parts.saved}
+    assert "aten::mm.default" in saved and "aten::exp.default" not in saved
+    tangent = torch.randn(8, generator=generator)
+    results = run(parts.forward, a.detach(), b.detach())
+    grads = run(parts.backward, *results[1:], tangent)
+    expected = torch.autograd.grad(fn(a, b), (a, b), tangent)
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got, want)

@@ -48,6 +48,31 @@ def test_simplification_keeps_values() -> None:
         assert _values(simplify_with_ranges(expr, sizes), ranges) == _values(expr, ranges)
 
 
+def test_nested_remainders_and_quotients_simplify() -> None:
+    """Llama's saved logits read as (8192, 32000) through a (8, 1024, 32000) view inside a
+    kernel over (x0 < 8192, r0 < 32000): the remainder of a remainder, and a quotient of a sum
+    whose terms are bounded by remainders, are exact."""
+    ranges = {x0: sympy.Integer(8192), x1: sympy.Integer(32000)}
+    inner = ModularIndexing(x1, 1, 32000) + 32000 * ModularIndexing(x0, 1, 1024)
+    index = (
+        32768000 * FloorDiv(x0, 1024)
+        + 32768000 * FloorDiv(inner, 32768000)
+        + 32000 * ModularIndexing(FloorDiv(inner, 32000), 1, 1024)
+        + ModularIndexing(ModularIndexing(x1, 1, 32000), 1, 32000)
+    )
+    assert simplify_with_ranges(index, ranges) == x1 + 32000 * x0
+    small = {x0: 6, x1: 5}
+    sizes = {k: sympy.Integer(v) for k, v in small.items()}
+    for expr in (
+        ModularIndexing(ModularIndexing(x1, 1, 5), 1, 5) + x0,
+        FloorDiv(x1 + 5 * ModularIndexing(x0, 1, 3), 15),
+        FloorDiv(ModularIndexing(x0, 1, 4) + 4 * x1, 4),
+    ):
+        simplified = simplify_with_ranges(expr, sizes)
+        assert not simplified.has(FloorDiv, ModularIndexing), simplified
+        assert _values(simplified, small) == _values(expr, small)
+
+
 def test_division_that_ranges_cannot_prove_stays() -> None:
     expr = FloorDiv(x1 + 5 * x0, 3)
     assert simplify_with_ranges(expr, {x0: sympy.Integer(6), x1: sympy.Integer(5)}).has(FloorDiv)

@@ -19,6 +19,7 @@ import torch
 from ember.inductor.compiled import CompiledGraph
 from ember.inductor.config import InductorConfig
 from ember.inductor.lowering.graph_lowering import compute_device
+from ember.inductor.passes.joint_decompositions import JOINT_DECOMPOSITIONS
 from ember.inductor.pipeline import compile_graph
 from ember.prims import Graph, Interpreter, autocast_disabled
 from ember.prims.config import load
@@ -128,7 +129,13 @@ def _compile_for_mode(
                 graph.name,
             )
             return Interpreter(graph)
-        return aot(graph, example_inputs, fw_compiler=compile_fn, bw_compiler=bw_fn)
+        return aot(
+            graph,
+            example_inputs,
+            fw_compiler=compile_fn,
+            bw_compiler=bw_fn,
+            decompositions=JOINT_DECOMPOSITIONS,
+        )
     return compile_fn(graph, example_inputs)
 
 

@@ -160,12 +160,28 @@ def simplify_with_ranges(expr: Expr, ranges: dict[sympy.Symbol, Expr]) -> Expr:
                     return None
                 low, high = low + int(coeff), high + int(coeff)
                 continue
-            size = ranges.get(rest) if isinstance(rest, sympy.Symbol) else None
-            if size is None or not size.is_Integer or not coeff.is_Integer:
+            if not coeff.is_Integer:
                 return None
-            extent = int(coeff) * (int(size) - 1)
-            low, high = low + min(0, extent), high + max(0, extent)
+            inner = factor(rest)
+            if inner is None:
+                return None
+            ends = (int(coeff) * inner[0], int(coeff) * inner[1])
+            low, high = low + min(ends), high + max(ends)
         return low, high
+
+    def factor(e: Expr) -> tuple[int, int] | None:
+        """Inclusive bounds of a loop variable, a remainder or a quotient."""
+        if isinstance(e, sympy.Symbol):
+            size = ranges.get(e)
+            return (0, int(size) - 1) if size is not None and size.is_Integer else None
+        if isinstance(e, ModularIndexing) and e.args[2].is_Integer:
+            return 0, int(e.args[2]) - 1
+        if isinstance(e, FloorDiv) and e.args[1].is_Integer and int(e.args[1]) > 0:
+            limits = bound(e.args[0])
+            if limits is None or limits[0] < 0:
+                return None
+            return limits[0] // int(e.args[1]), limits[1] // int(e.args[1])
+        return None
 
     def exact(base: Expr, d: int) -> Expr | None:
         """`base // d` without a floor when the ranges prove it exact, else None."""
@@ -205,11 +221,20 @@ def simplify_with_ranges(expr: Expr, ranges: dict[sympy.Symbol, Expr]) -> Expr:
             return quotient
         return ModularIndexing(quotient, sympy.S.One, modulus)
 
-    simplified = expr.replace(
-        lambda e: isinstance(e, (FloorDiv, ModularIndexing)),
-        lambda e: floor_div(*e.args) if isinstance(e, FloorDiv) else modular(*e.args),
-    )
-    return _recombine(sympy.expand(simplified))
+    # a replacement is not visited again: `(r0 % m) % m` needs a second round
+    for _ in range(4):
+        simplified = _recombine(
+            sympy.expand(
+                expr.replace(
+                    lambda e: isinstance(e, (FloorDiv, ModularIndexing)),
+                    lambda e: floor_div(*e.args) if isinstance(e, FloorDiv) else modular(*e.args),
+                )
+            )
+        )
+        if simplified == expr or not simplified.has(FloorDiv, ModularIndexing):
+            return simplified
+        expr = simplified
+    return expr
 
 
 def _recombine(expr: Expr) -> Expr:

@@ -11,9 +11,10 @@ import sympy
 import torch
 
 from ember.inductor.ir import body
-from ember.inductor.ir.indexing import Expr, as_expr
+from ember.inductor.ir.indexing import Expr, as_expr, product
 from ember.inductor.ir.tensors import Lazy, StorageView, TensorValue, lazy
 from ember.inductor.lowering.graph_lowering import (
+    REALIZE_SHARED_COST,
     LoweringContext,
     Unlowerable,
     _Restart,
@@ -25,10 +26,21 @@ from ember.prims import Ref
 
 @lowers("prims::gather")
 def gather(ctx: LoweringContext, a: TensorValue, dim: int, index: TensorValue) -> Lazy:
-    source = ctx.realize(a) if isinstance(a, Lazy) else a
-    dim = dim % max(len(source.size), 1)
+    dim = dim % max(len(a.size), 1)
     load_index = index.loader()
     symbol = sympy.Symbol(ctx.fresh("ind"), integer=True)
+    if isinstance(a, Lazy) and a.realized is None and _gathers_inline(a, index, dim, symbol):
+        # the gathered elements are computed where they are read (nll_loss picks one
+        # log-probability per row: the 8192 x 32000 float32 log-softmax is never stored)
+        load_a = a.loader()
+
+        def gathered(position: body.Index) -> body.BodyValue:
+            chosen = body.to_dtype(load_index(position), torch.int64)
+            full = [symbol if d == dim else i for d, i in enumerate(position)]
+            return _bind_indirect(load_a(full), symbol, chosen)
+
+        return lazy(a.dtype, index.size, gathered, [a, index], ctx.origin())
+    source = ctx.realize(a) if isinstance(a, Lazy) else a
     layout = source.layout
 
     def fn(position: body.Index) -> body.BodyValue:
@@ -37,6 +49,53 @@ def gather(ctx: LoweringContext, a: TensorValue, dim: int, index: TensorValue) -
         return body.load(source.storage, layout.index(full), source.dtype, ((symbol, chosen),))
 
     return lazy(source.dtype, index.size, fn, [source, index], ctx.origin())
+
+
+def _gathers_inline(a: Lazy, index: TensorValue, dim: int, symbol: sympy.Symbol) -> bool:
+    """Whether a gather reads lazy `a` by computing its elements in place: it reads no more
+    elements than `a` has, `a` is cheap to compute, and only loads use the gathered
+    position (an index_expr or a random offset over it would need the value as an index)."""
+    if a.cost > REALIZE_SHARED_COST or not a.size:
+        return False
+    if not sympy.simplify(product(index.size) - product(a.size)).is_nonpositive:
+        return False
+    probe = [symbol if d == dim else sympy.Symbol(f"probe{d}") for d in range(len(a.size))]
+    for value in body.walk(a.loader()(probe)):
+        if value.op in ("index_expr", "random"):
+            expr = value.args[0] if value.op == "index_expr" else value.args[1]
+            if isinstance(expr, sympy.Expr) and symbol in expr.free_symbols:
+                return False
+    return True
+
+
+def _bind_indirect(
+    tree: body.BodyValue, symbol: sympy.Symbol, chosen: body.BodyValue
+) -> body.BodyValue:
+    """`tree` with every load whose index reads `symbol` binding it to `chosen`."""
+    memo: dict[int, body.BodyValue] = {}
+
+    def visit(value: body.BodyValue) -> body.BodyValue:
+        done = memo.get(id(value))
+        if done is not None:
+            return done
+        args: list[object] = []
+        for arg in value.args:
+            if isinstance(arg, body.BodyValue):
+                args.append(visit(arg))
+            elif isinstance(arg, tuple) and value.op == "load":
+                args.append(tuple((s, visit(item)) for s, item in arg))
+            else:
+                args.append(arg)
+        if value.op == "load":
+            index, bound = value.args[1], args[2]
+            if isinstance(index, sympy.Expr) and symbol in index.free_symbols:
+                assert isinstance(bound, tuple)
+                args[2] = (*bound, (symbol, chosen))
+        result = body.BodyValue(value.op, tuple(args), value.dtype)
+        memo[id(value)] = result
+        return result
+
+    return visit(tree)
 
 
 def _between(i: Expr, low: Expr | None, high: Expr | None) -> body.BodyValue | None:

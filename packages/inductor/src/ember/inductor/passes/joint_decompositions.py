@@ -1,0 +1,31 @@
+"""The ATen ops ember-inductor has ember-autodiff decompose in the joint Graph, before the
+min cut chooses what the forward saves (torch.compile's inductor hands AOTAutograd its
+decomposition table the same way).
+
+`_log_softmax` is `x - max - log(sum(exp(x - max)))`: opaque, its float32 output is what its
+backward reads, so the forward saved it (Llama's 8192 x 32000 log-probabilities, 1 GB, written
+by the forward and read by the backward). Decomposed, the cut saves the bf16 logits (in memory
+anyway, half the bytes) and two values per row, and both halves compute the log-probabilities
+where they read them. The values are the same: inductor decomposed the op this way already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ember.prims.decompositions import PRIM_DECOMPOSITIONS
+
+
+def _log_softmax(a: torch.Tensor, dim: int, half_to_float: bool = False) -> torch.Tensor:
+    """ember-prims' decomposition; a 16-bit input with `half_to_float` computes in float32,
+    as the op does."""
+    if half_to_float:
+        a = a.to(torch.float32)
+    result: torch.Tensor = PRIM_DECOMPOSITIONS["aten::_log_softmax.default"](a, dim, False)
+    return result
+
+
+JOINT_DECOMPOSITIONS: dict[str, Callable[..., Any]] = {"aten::_log_softmax.default": _log_softmax}
