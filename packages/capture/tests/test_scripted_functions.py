@@ -54,3 +54,20 @@ def test_traced_function_is_captured_from_its_python_source() -> None:
     lines = {node.source.code for node in result.graphs[0].nodes if node.source is not None}
     assert any("x * 2" in line for line in lines), lines
     torch.testing.assert_close(ember_compile(uses_traced, backend="eager")(x), uses_traced(x))
+
+
+scripted_block = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()))
+
+
+def uses_scripted_module(x: torch.Tensor) -> torch.Tensor:
+    return scripted_block(x.cos()) + 1
+
+
+def test_scripted_module_runs_eagerly_between_graphs() -> None:
+    x = torch.randn(2, 3)
+    result = explain(uses_scripted_module)(x)
+    (broken,) = result.breaks
+    assert "a TorchScript module" in broken.message
+    assert "uses_scripted_module" in broken.location.function
+    compiled = ember_compile(uses_scripted_module, backend="eager")
+    torch.testing.assert_close(compiled(x), uses_scripted_module(x))

@@ -14,6 +14,8 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ember.capture.codegen import OutputPlan
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables.autocast import AutocastExitVariable, ResumedAutocast
@@ -124,7 +126,11 @@ class Reconstructor:
             value.function, FunctionVariable
         ):
             fn, receiver = value.function.fn, value.receiver
-        elif isinstance(value, ModuleVariable) and value.source is not None:
+        elif (
+            isinstance(value, ModuleVariable)
+            and value.source is not None
+            and not isinstance(value.module, torch.jit.ScriptModule)  # TorchScript: run it
+        ):
             forward = type(value.module).forward
             if isinstance(forward, types.FunctionType) and not _has_hooks(value.module):
                 fn, receiver = forward, value

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
+import torch
 from torch import nn
 
 from ember.capture.guards.kinds import GuardKind
@@ -153,6 +154,13 @@ class ModuleVariable(Variable):
             for child in self.items(frame):
                 value = child.call(frame, [value], {})
             return value
+        if isinstance(module, torch.jit.ScriptModule):
+            # its forward is TorchScript, which would run on the tracing tensors' absent data
+            raise Unsupported(
+                f"calling {self.describe()}, a TorchScript module",
+                "capture cannot trace into TorchScript; the module runs eagerly between two "
+                "graphs. Call the Python module (before torch.jit.script) to compile it whole",
+            )
         forward = type(module).forward
         if _is_torch_leaf(module):
             real_args = [arg.realize() for arg in args]
