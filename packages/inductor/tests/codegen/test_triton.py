@@ -152,6 +152,21 @@ def test_interpreted_kernels_match_eager(
         torch.testing.assert_close(a, e, equal_nan=True, **tolerance)
 
 
+def test_constant_powers_round_as_eager(cache: ArtifactCache, interpreter: None) -> None:
+    """Eager multiplies for x**2 and x**3 and divides for x**-1 and x**-2 (ATen's
+    pow_tensor_scalar): the kernels do too, bit for bit, where pow would round differently."""
+
+    def powers(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x**2, x**3, x**-1, x**-2, x**1.0, x**2.5
+
+    x = torch.rand(4096, generator=_g()) * 10 + 0.1
+    compiled = _compile(powers, (x,), cache)
+    expected = powers(x)
+    for got, want in zip(compiled(x)[:5], expected[:5]):
+        assert torch.equal(got, want)
+    torch.testing.assert_close(compiled(x)[5], expected[5])
+
+
 # Kernels that must also build for an H100 (sm_90) on this machine, without a GPU.
 PTX_CASES = (
     "pointwise_broadcast",

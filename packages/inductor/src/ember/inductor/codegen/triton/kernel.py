@@ -22,6 +22,7 @@ import torch
 from ember.inductor.codegen.backend import KernelArgument, KernelSource
 from ember.inductor.codegen.triton.heuristics import Tiling, choose_tiling, reduces
 from ember.inductor.codegen.triton.ops import (
+    CONSTANT_POWERS,
     HALF_TYPES,
     OPERAND_DTYPE_OPS,
     OPS,
@@ -42,6 +43,17 @@ from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel, Member
 
 INT32_LIMIT = 2**31 - 1
+
+
+def _constant(value: object) -> float | None:
+    """The number a body value is, when it is a literal (or a cast of one)."""
+    while isinstance(value, BodyValue) and value.op == "to_dtype":
+        value = value.args[0]
+    if isinstance(value, BodyValue) and value.op == "constant":
+        number = value.args[0]
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            return float(number)
+    return None
 
 
 @dataclass
@@ -234,6 +246,12 @@ class TritonKernelWriter(ValueScopes):
             function = "tl.rand" if distribution == "uniform" else "tl.randn"
             offsets = f"(tl.zeros([1], tl.int64) + ({self.index(offset)})).to(tl.uint32)"
             return f"{function}({seed_value}.to(tl.int64), {offsets})"
+        if op == "pow" and "float" in kind:
+            exponent = _constant(node.args[1])
+            if exponent is not None and exponent in CONSTANT_POWERS:
+                base = node.args[0]
+                assert isinstance(base, BodyValue)
+                return CONSTANT_POWERS[exponent](self.value(base, names))
         operands = [self.value(arg, names) for arg in node.args]  # type: ignore[arg-type]
         operand_type = kind
         if op in OPERAND_DTYPE_OPS:
