@@ -69,15 +69,16 @@ def run_guard_case(
     reason: str,
     context: Callable[[], Any] | None = None,
 ) -> list[str]:
-    counter = CompileCounter()
-    compiled = ember_compile(fn, backend=counter)
+    # Captures, not backend calls: a recompile to an equal Graph reuses its compiled code.
+    compiled = ember_compile(fn, backend=CompileCounter())
+    state = compiled._ember_compiled
     compiled(*first())
     compiled(*first())
-    assert counter.frame_count == 1, "a call with unchanged inputs recompiled"
+    assert state.captures == 1, "a call with unchanged inputs recompiled"
     with context() if context else _null():
         compiled(*second())
         compiled(*second())
-    assert counter.frame_count == 2, "the guarded change did not cause exactly one recompile"
+    assert state.captures == 2, "the guarded change did not cause exactly one recompile"
     reasons = compiled._ember_compiled.recompile_reasons
     assert len(reasons) == 1
     assert reason in reasons[0], reasons[0]
@@ -213,16 +214,16 @@ def test_object_identity() -> None:
 
 def test_training_flag() -> None:
     model = Branchy()
-    counter = CompileCounter()
-    compiled = ember_compile(model, backend=counter)
+    compiled = ember_compile(model, backend=CompileCounter())
+    state = compiled.forward._ember_compiled
     compiled(t(3))
     compiled(t(3))
-    assert counter.frame_count == 1
+    assert state.captures == 1
     model.eval()
     compiled(t(3))
     compiled(t(3))
-    assert counter.frame_count == 2
-    reasons = compiled.forward._ember_compiled.recompile_reasons
+    assert state.captures == 2
+    reasons = state.recompile_reasons
     assert "self.linear.training changed from True to False" in reasons[0]
 
 
@@ -339,3 +340,24 @@ def test_replaced_parameter_reaches_the_graph() -> None:
         model.linear.bias.add_(1.0)
     assert torch.equal(compiled(x), model.linear(x))
     assert counter.frame_count == 1
+
+
+class SeenOnce:
+    seen = False  # a class attribute the first call shadows with an instance attribute
+
+
+def first_call_adds(x, flag):
+    if not flag.seen:
+        flag.seen = True
+        return x + 1
+    return x - 1
+
+
+def test_class_attribute_shadowed_by_an_instance_write_recompiles() -> None:
+    """A class attribute read through the instance is guarded: the first call writes an
+    instance attribute over it, so the second takes the other branch, as in eager."""
+    flag, reference = SeenOnce(), SeenOnce()
+    x = torch.zeros(2)
+    compiled = ember_compile(first_call_adds, backend=CompileCounter())
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x, flag), first_call_adds(x, reference))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ember.capture.guards.source import AttrSource, Source
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables.base import Variable
-from ember.capture.variables.constant import ConstantVariable
+from ember.capture.variables.constant import ConstantVariable, is_constant_value
 
 if TYPE_CHECKING:
     from ember.capture.bytecode.frame import Frame
@@ -87,6 +87,11 @@ class UserObjectVariable(Variable):
             return DictSubclassViewVariable(self, name)
         if inspect.ismethoddescriptor(static) and callable(static) and self.source is not None:
             return OpaqueMethodVariable(self, name)
+        if self.source is not None and is_constant_value(static) and type(static) is not tuple:
+            # A class attribute read through the instance (`seen = False` on the class):
+            # guarded where it is read, so an instance attribute written over it later (the
+            # first call's `self.seen = True`) or a new class value recompiles.
+            return wrap(frame, static, AttrSource(self.source, name))
         return wrap_result(frame, static)
 
     def python_method(self, frame: Frame, name: str) -> Variable | None:
