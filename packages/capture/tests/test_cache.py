@@ -51,3 +51,56 @@ def test_reset_captures_again() -> None:
     reset()
     compiled(torch.ones(2), 2)
     assert counter.frame_count == 2
+
+
+class Config:
+    problem_type: str | None = None
+
+
+class Classifier(torch.nn.Module):
+    """Writes its config on the first call, as transformers' classification loss does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = Config()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.config.problem_type is None:
+            self.config.problem_type = "single_label_classification"
+        if self.config.problem_type == "single_label_classification":
+            return self.linear(x).log_softmax(-1)
+        return self.linear(x)
+
+
+def test_a_recompile_to_the_same_graph_reuses_its_compiled_code() -> None:
+    """The first call writes the attribute the guards read, so the second recompiles: to an
+    equal Graph, whose compiled callable is reused (the backend sees one Graph)."""
+    torch.manual_seed(0)
+    model = Classifier()
+    x = torch.randn(2, 4)
+    counter = CompileCounter()
+    compiled = ember_compile(model, backend=counter)
+    expected = model.linear(x).log_softmax(-1)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), expected)
+    assert model.config.problem_type == "single_label_classification"
+    assert len(compiled.forward._ember_compiled.table.entries) == 2  # it did recompile
+    assert counter.frame_count == 1
+
+
+def test_a_recompile_under_another_grad_mode_compiles_again() -> None:
+    """An equal Graph captured under another grad mode is compiled again (a backend compiles
+    a training Graph differently)."""
+    model = Classifier()
+    x = torch.randn(2, 4)
+    counter = CompileCounter()
+    compiled = ember_compile(model, backend=counter)
+    model.config.problem_type = "single_label_classification"
+    compiled(x)
+    with torch.no_grad():
+        compiled(x)
+    assert counter.frame_count == 2
+    reset()
+    compiled(x)
+    assert counter.frame_count == 3  # reset() forgets compiled code too

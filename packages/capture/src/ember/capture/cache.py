@@ -1,7 +1,9 @@
 """The guarded cache: captured entries per code object, each valid while its guards hold.
 
 A miss recompiles, up to `limit` entries per code object and compile() call; past it the
-function runs eagerly for inputs no entry accepts, after one warning that says why.
+function runs eagerly for inputs no entry accepts, after one warning that says why. A
+recompile that captures a Graph equal to an earlier entry's, under the same grad mode and
+autocast state, reuses that entry's compiled callable instead of calling the backend again.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ import os
 import types
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ember.capture.breaks import GraphBreak
 from ember.capture.guards.check import GuardCheck
-from ember.prims import Graph
+from ember.prims import Graph, dumps
 
 DEFAULT_LIMIT = 8
 
@@ -43,6 +45,25 @@ class CodeEntries:
     code: types.CodeType
     entries: list[CacheEntry] = field(default_factory=list)
     warned: bool = False
+    # What the backend returned for each Graph it compiled here: (Graph, the grad mode and
+    # autocast state it was compiled under, the compiled callable).
+    compiled: list[tuple[Graph, tuple[Any, ...], Callable[..., Any]]] = field(default_factory=list)
+
+    def compiled_for(self, graph: Graph, state: tuple[Any, ...]) -> Callable[..., Any] | None:
+        """The callable compiled earlier for a Graph that serializes as `graph` does (its
+        provenance aside: literals keep their types, 3 is not 3.0) under the same `state`."""
+        candidates = [(known, compiled) for known, s, compiled in self.compiled if s == state]
+        if not candidates:
+            return None
+        program = _program(graph)
+        for known, compiled in candidates:
+            if len(known.nodes) == len(graph.nodes) and _program(known) == program:
+                return compiled
+        return None
+
+
+def _program(graph: Graph) -> bytes:
+    return dumps(replace(graph, meta={}))
 
 
 class CaptureCache:
@@ -66,6 +87,7 @@ class CaptureCache:
         """Drop every entry (the next call of each compiled function captures again)."""
         for table in list(self._tables):
             table.entries.clear()
+            table.compiled.clear()
             table.warned = False
 
 

@@ -14,9 +14,10 @@ import threading
 import types
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import torch
 from torch import nn
 
 from ember.capture import explain, logs
@@ -24,8 +25,10 @@ from ember.capture.backends.registry import Backend, lookup_backend
 from ember.capture.bytecode.frame import decode
 from ember.capture.cache import CACHE, CacheEntry, CodeEntries, RecompileLimitWarning
 from ember.capture.codegen import dispatcher_function
+from ember.capture.guards.kinds import autocast_state
 from ember.capture.translate import FUNCTION_KEY, CaptureOptions, capture_call
 from ember.capture.variables.functions import DISABLED_CODES
+from ember.prims import Graph
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,11 +104,29 @@ class CompiledFunction:
             logs.recompiles.info(
                 "Recompiling %s (%s): %s", self.fn.__qualname__, self._where(), reason
             )
-        entry = capture_call(self.fn, arguments, self.backend, self.options)
+        entry = capture_call(self.fn, arguments, self._compile_graph, self.options)
         self.captures += 1
         table.entries.append(entry)
         explain.record(entry)
         return entry
+
+    def _compile_graph(self, graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        """The backend's callable for `graph`. A recompile that captured an equal Graph reuses
+        the earlier one: transformers' loss writes config.problem_type on its first call, so
+        a classifier's second training step recompiles, to the same Graph (Swin's case
+        compiled its forward and backward twice)."""
+        state = (torch.is_grad_enabled(), autocast_state())
+        known = self.table.compiled_for(graph, state)
+        if known is not None:
+            logs.recompiles.info(
+                "%s (%s): the Graph is unchanged; reusing its compiled code",
+                self.fn.__qualname__,
+                self._where(),
+            )
+            return known
+        compiled = self.backend(graph, example_inputs)
+        self.table.compiled.append((graph, state, compiled))
+        return compiled
 
     def compile_related(self, fn: types.FunctionType, compiling: bool) -> Any:
         """A resume function or a callee, compiled with this function's backend."""
