@@ -4,8 +4,9 @@ Pointwise kernels take 1024-point blocks (fewer for small tensors). A reduction 
 one tile (at most `PERSISTENT_LIMIT` points) is *persistent*: RBLOCK covers the row and XBLOCK
 rows share a program. Longer rows loop over RBLOCK-wide chunks; a reduction that reads memory
 contiguously along the kept dimension (a column sum) takes wide XBLOCK and narrow RBLOCK
-instead. `configs[0]` is the default; the rest are what `max-autotune` benchmarks.
-Symbolic sizes are planned with `SIZE_HINT`.
+instead, and is persistent only over at most `COLUMN_PERSISTENT_LIMIT` rows. `configs[0]` is
+the default; the rest are what `max-autotune` benchmarks. Symbolic sizes are planned with
+`SIZE_HINT`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
 
 PERSISTENT_LIMIT = 1024
+COLUMN_PERSISTENT_LIMIT = 64
 SIZE_HINT = 8192
 
 
@@ -57,9 +59,13 @@ def choose_tiling(kernel: Kernel, program: Program) -> Tiling:
         return Tiling(False, _pointwise(xnumel))
     rnumel_expr = product(kernel.inner)
     rnumel = _hint(rnumel_expr)
-    if not rnumel_expr.free_symbols and rnumel <= PERSISTENT_LIMIT:
+    column = _column_reduction(kernel)
+    # a persistent column tile is XBLOCK outputs wide: under 64 its loads use part of each
+    # memory transaction, so a column reduction loops unless its rows fit a [64, RBLOCK] tile
+    limit = COLUMN_PERSISTENT_LIMIT if column else PERSISTENT_LIMIT
+    if not rnumel_expr.free_symbols and rnumel <= limit:
         return Tiling(True, _persistent(xnumel, rnumel))
-    return Tiling(False, _looped(xnumel, rnumel, _column_reduction(kernel)))
+    return Tiling(False, _looped(xnumel, rnumel, column))
 
 
 def _pointwise(xnumel: int) -> list[Config]:
@@ -94,16 +100,24 @@ def _looped(xnumel: int, rnumel: int, column: bool) -> list[Config]:
 
 
 def _column_reduction(kernel: Kernel) -> bool:
-    """Whether the kernel's loads walk memory along the kept (x) dimension, not along r."""
+    """Whether the kernel's loads walk memory along the kept (x) dimension, not along r.
+    Only loads that vary along both count: a value per row (a log-softmax's maximum, a
+    target) read beside a row-major matrix made BERT's loss backward a column reduction,
+    128 programs looping over 30522 columns each (2.1 ms on the H100, torch.compile 0.41)."""
     if not kernel.outer:
         return False
     last_x = index_var("x", len(kernel.outer) - 1)
     last_r = index_var("r", len(kernel.inner) - 1)
+    outer = {index_var("x", k) for k in range(len(kernel.outer))}
+    inner = {index_var("r", k) for k in range(len(kernel.inner))}
     along_x = along_r = 0
     for member in kernel.members:
         for load in body.loads(member.body):
             index = load.args[1]
             if not isinstance(index, sympy.Expr):
+                continue
+            symbols = index.free_symbols
+            if not (symbols & outer and symbols & inner):
                 continue
             expanded = sympy.expand(index)
             if expanded.coeff(last_r) == 1:

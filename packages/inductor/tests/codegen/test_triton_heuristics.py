@@ -1,0 +1,52 @@
+"""Triton tilings chosen from a kernel's loads: a row reduction that also reads one value per
+row keeps whole-row tiles; a column reduction takes wide tiles along its outputs, persistent
+or not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ember import prims
+from ember.inductor.codegen.triton.heuristics import Tiling, choose_tiling, reduces
+from ember.inductor.lowering.graph_lowering import lower_graph
+from ember.inductor.pipeline import DECOMPOSITIONS
+from ember.inductor.scheduler.fusion import Kernel, schedule
+from ember.prims.decompositions import decompose
+
+
+def _tilings(fn: Callable[..., torch.Tensor], *inputs: torch.Tensor) -> list[Tiling]:
+    graph = decompose(prims.trace(fn, *inputs), DECOMPOSITIONS)
+    program = lower_graph(graph)
+    kernels = [k for k in schedule(program, "triton") if isinstance(k, Kernel)]
+    return [choose_tiling(kernel, program) for kernel in kernels if reduces(kernel)]
+
+
+def nll_log_softmax_backward(
+    logits: torch.Tensor, high: torch.Tensor, total: torch.Tensor, target: torch.Tensor
+) -> torch.Tensor:
+    """Cross-entropy's backward: a row sum beside per-row values (the log-softmax's maximum
+    and log-sum, the target's gradient), which outnumber the loads of the matrix."""
+    columns = torch.arange(logits.shape[1])
+    grad = torch.where(columns == target[:, None], -high[:, None] * 2, 0.0)
+    log_probs = logits - high[:, None] - torch.log(total[:, None])
+    return grad - torch.exp(log_probs) * grad.sum(1, keepdim=True)
+
+
+def test_per_row_values_do_not_make_a_row_reduction_a_column_one() -> None:
+    rows, width = 64, 4096
+    inputs = (
+        torch.randn(rows, width),
+        torch.randn(rows),
+        torch.rand(rows) + 1,
+        torch.randint(0, width, (rows,)),
+    )
+    (tiling,) = _tilings(nll_log_softmax_backward, *inputs)
+    assert tiling.configs[0].xblock <= 2 and (tiling.configs[0].rblock or 0) >= 512, tiling
+
+
+def test_column_reductions_tile_wide_along_their_outputs() -> None:
+    for rows in (40, 512, 3000):
+        (tiling,) = _tilings(lambda x: x.sum(0), torch.randn(rows, 256))
+        assert tiling.configs[0].xblock >= 64, (rows, tiling)
