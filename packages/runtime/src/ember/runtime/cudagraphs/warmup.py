@@ -9,6 +9,8 @@ is never captured, so a failed capture never leaves the pool or the RNG state un
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,8 +59,30 @@ class WatchedRun(TorchDispatchMode):
         if "copy" in name or name == "aten::to":
             tensors = inputs + outputs
             if any(on_device(t) for t in tensors) and any(not on_device(t) for t in tensors):
-                return f"{name} copies between host and device memory"
+                described = ", ".join(_describe(t) for t in tensors)
+                return (
+                    f"{name} copies between host and device memory ({described}), "
+                    f"called at {_caller()}"
+                )
         return None
+
+
+def _describe(tensor: torch.Tensor) -> str:
+    """`cuda:0 float32[2, 8]`: where an offending copy's tensors live, for the log."""
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    return f"{tensor.device} {dtype}{list(tensor.shape)}"
+
+
+def _caller() -> str:
+    """The innermost frame outside torch and this module: the wrapper line or the extern op
+    that made the call."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename != __file__ and f"{os.sep}torch{os.sep}" not in filename:
+            return f"{filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "an unknown place"
 
 
 def run_watched(
