@@ -5,7 +5,7 @@ inlined into whatever reads it). Views of either are index functions; no copy is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import sympy
@@ -84,6 +84,8 @@ class Lazy:
     cost: int = 1  # ops in the tree when fully inlined (recomputation is bounded by it)
     realized: StorageView | None = None  # set once computed into a buffer
     sources: tuple[str, ...] = ()  # the user lines it computes, for comments in kernels
+    # a view of a lazy value: that value, and the layout the view takes over its memory
+    view: tuple[Lazy, Relayout] | None = None
 
     def loader(self) -> Loader:
         return self.realized.loader() if self.realized is not None else self.fn
@@ -93,6 +95,8 @@ class Lazy:
 
 
 TensorValue = StorageView | Lazy
+# A view's layout over memory holding its base (None: no strided layout expresses it).
+Relayout = Callable[[StorageView], "Layout | None"]
 
 
 def loader_of(value: TensorValue) -> Loader:

@@ -11,7 +11,7 @@ import sympy
 
 from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr, as_expr, contiguous_strides, flat_index, unflatten
-from ember.inductor.ir.tensors import Layout, StorageView, TensorValue, view_of
+from ember.inductor.ir.tensors import Layout, Lazy, Relayout, StorageView, TensorValue, view_of
 from ember.inductor.lowering.graph_lowering import LoweringContext, spec_layout, storage_offset
 from ember.inductor.lowering.table import lowers
 from ember.prims import Ref
@@ -21,13 +21,24 @@ def _view(
     value: TensorValue,
     size: Sequence[Expr],
     to_input: Any,
-    layout: Layout | None,
+    relayout: Relayout,
 ) -> TensorValue:
-    """A storage view with `layout` when `value` is memory, else an index function."""
-    if isinstance(value, StorageView) and layout is not None:
-        return StorageView(value.storage, layout)
+    """A storage view with the layout `relayout` gives when `value` is memory, else an index
+    function; a view of a lazy value keeps `relayout`, so that realizing it can take a view
+    of its base's memory instead (`LoweringContext.realize`)."""
+    if isinstance(value, StorageView):
+        layout = relayout(value)
+        if layout is not None:
+            return StorageView(value.storage, layout)
     load = value.loader()
-    return view_of(value, size, lambda index: load(to_input(index)))
+    result = view_of(value, size, lambda index: load(to_input(index)))
+    if isinstance(value, Lazy) and value.realized is None:
+        result.view = (value, relayout)
+    return result
+
+
+def _no_layout(base: StorageView) -> None:
+    return None
 
 
 @lowers("prims::broadcast_in_dim")
@@ -43,13 +54,13 @@ def broadcast_in_dim(
             for k, d in enumerate(broadcast_dimensions)
         ]
 
-    layout = None
-    if isinstance(a, StorageView):
+    def relayout(base: StorageView) -> Layout:
         stride: list[Expr] = [sympy.S.Zero] * len(size)
         for k, d in enumerate(broadcast_dimensions):
-            stride[d] = sympy.S.Zero if own[k] == 1 and size[d] != 1 else a.layout.stride[k]
-        layout = Layout(a.dtype, size, tuple(stride), a.layout.offset)
-    return _view(a, size, to_input, layout)
+            stride[d] = sympy.S.Zero if own[k] == 1 and size[d] != 1 else base.layout.stride[k]
+        return Layout(base.dtype, size, tuple(stride), base.layout.offset)
+
+    return _view(a, size, to_input, relayout)
 
 
 @lowers("prims::permute")
@@ -64,11 +75,11 @@ def permute(ctx: LoweringContext, a: TensorValue, dims: Sequence[int]) -> Tensor
             result[d] = index[j]
         return result
 
-    layout = None
-    if isinstance(a, StorageView):
-        stride = tuple(a.layout.stride[d] for d in dims)
-        layout = Layout(a.dtype, size, stride, a.layout.offset)
-    return _view(a, size, to_input, layout)
+    def relayout(base: StorageView) -> Layout:
+        stride = tuple(base.layout.stride[d] for d in dims)
+        return Layout(base.dtype, size, stride, base.layout.offset)
+
+    return _view(a, size, to_input, relayout)
 
 
 @lowers("prims::squeeze")
@@ -84,10 +95,11 @@ def squeeze(ctx: LoweringContext, a: TensorValue, dims: Sequence[int]) -> Tensor
             result[d] = index[j]
         return result
 
-    layout = None
-    if isinstance(a, StorageView):
-        layout = Layout(a.dtype, size, tuple(a.layout.stride[d] for d in keep), a.layout.offset)
-    return _view(a, size, to_input, layout)
+    def relayout(base: StorageView) -> Layout:
+        stride = tuple(base.layout.stride[d] for d in keep)
+        return Layout(base.dtype, size, stride, base.layout.offset)
+
+    return _view(a, size, to_input, relayout)
 
 
 @lowers("prims::unsqueeze")
@@ -99,12 +111,12 @@ def unsqueeze(ctx: LoweringContext, a: TensorValue, dim: int) -> TensorValue:
     def to_input(index: body.Index) -> list[Expr]:
         return [*index[:dim], *index[dim + 1 :]]
 
-    layout = None
-    if isinstance(a, StorageView):
-        stride = list(a.layout.stride)
+    def relayout(base: StorageView) -> Layout:
+        stride = list(base.layout.stride)
         stride.insert(dim, sympy.S.One)
-        layout = Layout(a.dtype, size, tuple(stride), a.layout.offset)
-    return _view(a, size, to_input, layout)
+        return Layout(base.dtype, size, tuple(stride), base.layout.offset)
+
+    return _view(a, size, to_input, relayout)
 
 
 @lowers("prims::slice")
@@ -122,12 +134,12 @@ def slice_(
     def to_input(index: body.Index) -> list[Expr]:
         return [start + i * step for start, i, step in zip(starts, index, steps)]
 
-    layout = None
-    if isinstance(a, StorageView):
-        offset = a.layout.offset + flat_index(starts, a.layout.stride)
-        stride = tuple(s * step for s, step in zip(a.layout.stride, steps))
-        layout = Layout(a.dtype, size, stride, offset)
-    return _view(a, size, to_input, layout)
+    def relayout(base: StorageView) -> Layout:
+        offset = base.layout.offset + flat_index(starts, base.layout.stride)
+        stride = tuple(s * step for s, step in zip(base.layout.stride, steps))
+        return Layout(base.dtype, size, stride, offset)
+
+    return _view(a, size, to_input, relayout)
 
 
 @lowers("prims::flip")
@@ -140,7 +152,7 @@ def flip(ctx: LoweringContext, a: TensorValue, dims: Sequence[int]) -> TensorVal
         return [size[d] - 1 - i if d in flipped else i for d, i in enumerate(index)]
 
     # torch has no negative strides: a flipped view is an index function, never a layout
-    return _view(a, size, to_input, None)
+    return _view(a, size, to_input, _no_layout)
 
 
 def _reshape(ctx: LoweringContext, a: TensorValue, is_view: bool) -> TensorValue:
@@ -151,18 +163,19 @@ def _reshape(ctx: LoweringContext, a: TensorValue, is_view: bool) -> TensorValue
     def to_input(index: body.Index) -> list[Expr]:
         return unflatten(flat_index(index, contiguous_strides(size)), own)
 
-    layout = None
-    if isinstance(a, StorageView):
+    def relayout(base: StorageView) -> Layout | None:
         dense = all(
-            n == 1 or s == c for s, c, n in zip(a.layout.stride, contiguous_strides(own), own)
+            n == 1 or s == c for s, c, n in zip(base.layout.stride, contiguous_strides(own), own)
         )
         if dense:
-            layout = Layout(a.dtype, size, contiguous_strides(size), a.layout.offset)
-        elif is_view:  # the spec's offset is absolute; ours counts from the storage's base
+            return Layout(base.dtype, size, contiguous_strides(size), base.layout.offset)
+        if is_view and base is a:  # the spec's offset is absolute; ours counts from the base
             assert ctx.node is not None
             shift = as_expr(spec.storage_offset) - storage_offset(ctx, ctx.node.args[0])
-            layout = Layout(a.dtype, size, spec_layout(spec).stride, a.layout.offset + shift)
-    return _view(a, size, to_input, layout)
+            return Layout(base.dtype, size, spec_layout(spec).stride, base.layout.offset + shift)
+        return None
+
+    return _view(a, size, to_input, relayout)
 
 
 @lowers("prims::view")
