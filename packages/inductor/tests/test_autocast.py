@@ -78,3 +78,33 @@ def test_training_under_autocast_keeps_float32_regions(backend: str) -> None:
         (high.sum() * 1e-2 + low.float().sum() * 0.0).backward()
     assert twin.linear.weight.grad is not None and model.linear.weight.grad is not None
     torch.testing.assert_close(twin.linear.weight.grad, model.linear.weight.grad)
+
+
+def test_compiled_graph_restores_the_callers_autocast() -> None:
+    # CompiledGraph runs its wrapper with autocast off and puts the caller's state back,
+    # also when the call raises
+    from ember.inductor.backend import inductor
+
+    graphs: list = []
+
+    def keep(graph, example_inputs):  # type: ignore[no-untyped-def]
+        compiled = inductor(graph, example_inputs)
+        graphs.append(compiled)
+        return compiled
+
+    model = MixedPrecision().eval()
+    compiled = ember.compile(model, backend=keep)
+    x = torch.randn(4, 16)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        compiled(x)
+        assert torch.is_autocast_enabled("cpu") and not torch.is_autocast_enabled("cuda")
+        assert torch.get_autocast_dtype("cpu") is torch.bfloat16
+        seen: list[bool] = []
+        inner = graphs[0].call
+        graphs[0].call = lambda args: (seen.append(torch.is_autocast_enabled("cpu")), 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            graphs[0](x, *[p for p in model.parameters()])
+        graphs[0].call = inner
+        assert seen == [False]
+        assert torch.is_autocast_enabled("cpu")
+        assert torch.get_autocast_dtype("cpu") is torch.bfloat16
