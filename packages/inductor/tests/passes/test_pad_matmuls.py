@@ -15,6 +15,8 @@ import torch
 import ember.prims as prims
 from ember.inductor import pipeline
 from ember.inductor.config import InductorConfig
+from ember.inductor.ir.program import LoopNode
+from ember.inductor.lowering.graph_lowering import lower_graph
 from ember.inductor.passes.pad_matmuls import pad_matmuls
 from ember.inductor.pipeline import DECOMPOSITIONS
 from ember.prims import TensorSpec
@@ -123,3 +125,31 @@ def test_aligned_small_and_cpu_products_are_left_alone() -> None:
     for options in ({}, {**ON_CPU, "min_flops": 1 << 30}):  # a CPU graph; a small product
         kept = pad_matmuls(misaligned, **options)
         assert not any(node.target == "prims::pad" for node in kept.nodes)
+
+
+def lm_head_backward(
+    logits: torch.Tensor, weight: torch.Tensor, hidden: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A vocabulary-wide gradient read by the input gradient's matmul and, transposed, by the
+    weight gradient's: K of the one and M of the other are the misaligned vocabulary."""
+    grad = torch.relu(logits) * 2
+    return grad @ weight, grad.t() @ hidden
+
+
+def test_a_value_and_its_transpose_share_one_padded_buffer(tmp_path: Path) -> None:
+    inputs = _inputs([(10, 37), (37, 12), (10, 9)])
+    padded = pipeline.eliminate_common_subexpressions(
+        pad_matmuls(_graph(lm_head_backward, inputs), **ON_CPU)
+    )
+    pads = [node for node in padded.nodes if node.target == "prims::pad"]
+    padded_inputs = {node.args[0].name for node in pads}
+    assert len(pads) == len(padded_inputs)  # the gradient is padded once
+    program = lower_graph(padded)
+    gradients = [
+        node
+        for node in program.nodes
+        if isinstance(node, LoopNode) and tuple(node.ranges) in ((10, 40), (40, 10))
+    ]
+    assert len(gradients) == 1
+    for got, expected in zip(prims.run(padded, *inputs), lm_head_backward(*inputs)):
+        torch.testing.assert_close(got, expected)

@@ -55,8 +55,9 @@ def pad_matmuls(
     nodes: list[Node] = []
     padded = 0
     respec: dict[str, TensorSpec] = {}  # views of a padded result: their strides follow it
+    producers = {v.name: n for n in graph.nodes for v in n.output_values()}
     for position, node in enumerate(graph.nodes):
-        replacement = _pad(node, values, names, devices, dtypes, min_flops)
+        replacement = _pad(node, values, producers, names, devices, dtypes, min_flops)
         if replacement is not None:
             sliced = replacement[-1].outputs[0]
             assert isinstance(sliced, Value)
@@ -78,6 +79,7 @@ def pad_matmuls(
 def _pad(
     node: Node,
     values: dict[str, Value],
+    producers: dict[str, Node],
     names: set[str],
     devices: set[str],
     dtypes: set[torch.dtype],
@@ -128,6 +130,24 @@ def _pad(
         if (rows, cols) == tuple(spec.shape):
             return ref
         assert isinstance(spec.shape[0], int) and isinstance(spec.shape[1], int)
+        base = _transposed(ref, values, producers) if columns else None
+        if base is not None:
+            # pad the row-major value the operand transposes and transpose the padded one: the
+            # matmul that reads the value itself pads it alike, the two pads are one node
+            # after common subexpressions, and one buffer serves both (GPT-2's and BERT's
+            # vocabulary-wide loss gradient, read by the LM head's input and weight gradients)
+            base_spec = values[base.name].spec
+            assert isinstance(base_spec, TensorSpec)
+            padded_base = Value(
+                fresh(f"{base.name}_padded"), _spec(base_spec, (cols, rows), (rows, 1))
+            )
+            high = [cols - spec.shape[1], rows - spec.shape[0]]
+            pad_args = [base, 0.0, [0, 0], high, [0, 0]]
+            new.append(Node("prims::pad", pad_args, {}, [padded_base], node.source))
+            transposed = Value(fresh(f"{ref.name}_padded"), _spec(spec, (rows, cols), (1, rows)))
+            permute_args = [Ref(padded_base.name), [1, 0]]
+            new.append(Node("prims::permute", permute_args, {}, [transposed], node.source))
+            return Ref(transposed.name)
         strides = (1, rows) if columns else (cols, 1)
         value = Value(fresh(f"{ref.name}_padded"), _spec(spec, (rows, cols), strides))
         high = [rows - spec.shape[0], cols - spec.shape[1]]
@@ -252,6 +272,20 @@ def _respecced(node: Node, respec: dict[str, TensorSpec]) -> Node:
         for o in node.outputs
     ]
     return dataclasses.replace(node, outputs=outputs)
+
+
+def _transposed(ref: Ref, values: dict[str, Value], producers: dict[str, Node]) -> Ref | None:
+    """The row-major 2-D value `ref` is the transpose of (`prims::permute(x, [1, 0])`)."""
+    node = producers.get(ref.name)
+    if node is None or node.target != "prims::permute" or list(node.args[1]) != [1, 0]:
+        return None
+    base = node.args[0]
+    if not isinstance(base, Ref) or base.name not in values:
+        return None
+    spec = values[base.name].spec
+    if not isinstance(spec, TensorSpec) or spec.ndim != 2 or spec.strides[1] != 1:
+        return None
+    return base
 
 
 def _column_major(spec: TensorSpec) -> bool:
