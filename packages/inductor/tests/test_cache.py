@@ -45,6 +45,20 @@ def test_second_compile_hits_and_damaged_entries_are_rebuilt(tmp_path: Path) -> 
     assert fresh.stats.corrupt >= 1
 
 
+def test_a_graph_traced_again_hits_though_its_provenance_differs(tmp_path: Path) -> None:
+    """Capture stamps each Graph with its trace time: the key leaves it out (it made every
+    compile of a captured Graph miss)."""
+    x = torch.randn(4, 7)
+    cache = ArtifactCache(tmp_path)
+    first, second = prims.trace(fn, x), prims.trace(fn, x)
+    first.meta = {"pass": "capture", "time_ms": "12.5"}
+    second.meta = {"pass": "capture", "time_ms": "14.0"}
+    compile_graph(first, (x,), cache=cache)
+    written = cache.stats.writes
+    torch.testing.assert_close(compile_graph(second, (x,), cache=cache)(x), fn(x), **TOLERANCE)
+    assert cache.stats.writes == written  # the compiled graph was found, not generated again
+
+
 def test_killed_compile_leaves_the_next_run_correct(tmp_path: Path) -> None:
     slow_compiler = tmp_path / "slow-g++"
     slow_compiler.write_text(

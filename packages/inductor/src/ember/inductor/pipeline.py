@@ -11,6 +11,7 @@ the same code, reuses it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -235,7 +236,9 @@ def _load(
 
 def _graph_key(graph: Graph, config: InductorConfig, backend: CodegenBackend) -> str | None:
     try:
-        payload = dumps(graph)
+        # Provenance (the pass that made the Graph and its time) never decides the code: a
+        # key with it missed on every compile of a captured Graph.
+        payload = dumps(dataclasses.replace(graph, meta={}))
     except Exception:  # a Graph the format cannot carry is compiled, just not cached
         return None
     versions = {name: _version(name) for name in ("ember-inductor", "ember-prims", "torch")}
