@@ -72,6 +72,17 @@ def test_exact_evaluation_decides_what_intervals_cannot() -> None:
     assert violation.reached[0] < 0
 
 
+def test_exact_evaluation_takes_independent_variables_one_at_a_time() -> None:
+    """`x0 % 4 + 16 * (x1 % 4)` over 4096 x 4096 points (past the enumeration limit as one
+    box) is decided from 4096 + 4096: its terms share no variable, so their extremes add."""
+    index = x0 - 4 * FloorDiv(x0, 4) + 16 * (x1 - 4 * FloorDiv(x1, 4))
+    ranges = {x0: sympy.Integer(4096), x1: sympy.Integer(4096)}
+    access = Access("buf", "load", index)
+    assert out_of_bounds([access], ranges, {"buf": 52}) == []
+    [violation] = out_of_bounds([access], ranges, {"buf": 40})
+    assert violation.reached == (0, 51)
+
+
 def _scheduled(fn, *inputs):  # type: ignore[no-untyped-def]
     program = lower_graph(decompose(prims.trace(fn, *inputs), DECOMPOSITIONS))
     return program, schedule(program)

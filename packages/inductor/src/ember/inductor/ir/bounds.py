@@ -304,7 +304,45 @@ def _enumerate(
     index: Expr, constraints: Sequence[Constraint], box: Mapping[sympy.Symbol, Interval]
 ) -> Interval | None:
     """The exact index range at the loop points where every constraint holds (None: too many
-    points, or none)."""
+    points, or none).
+
+    The index's terms and the constraints are split into groups that share no variable:
+    the points where the constraints hold are then the product of each group's, and the
+    index's extremes the sums of each group's, so each group is evaluated on its own (a
+    window partition's `x0 % 7 + 7 * (x1 % 8)` takes 7 + 8 points, not 56)."""
+    low = high = 0
+    for terms, group_constraints in _independent_groups(index, constraints):
+        reached = _enumerate_group(sympy.Add(*terms), group_constraints, box)
+        if reached is None:
+            return None
+        low, high = low + reached[0], high + reached[1]
+    return low, high
+
+
+def _independent_groups(
+    index: Expr, constraints: Sequence[Constraint]
+) -> list[tuple[list[Expr], list[Constraint]]]:
+    """The index's terms and the constraints, grouped so that no two groups share a variable
+    (a term or constraint without variables is a group of its own)."""
+    parts: list[tuple[set[sympy.Symbol], list[Expr], list[Constraint]]] = []
+    items: list[tuple[Expr, bool]] = [(t, True) for t in sympy.Add.make_args(index)]
+    items += [(c, False) for c in constraints]
+    for item, is_term in items:
+        symbols = set(item.free_symbols)
+        terms, conditions = ([item], []) if is_term else ([], [item])
+        for part in [p for p in parts if symbols and p[0] & symbols]:
+            parts.remove(part)
+            symbols |= part[0]
+            terms += part[1]
+            conditions += part[2]
+        parts.append((symbols, terms, conditions))
+    return [(terms, conditions) for _, terms, conditions in parts]
+
+
+def _enumerate_group(
+    index: Expr, constraints: Sequence[Constraint], box: Mapping[sympy.Symbol, Interval]
+) -> Interval | None:
+    """`_enumerate` over every point of the variables `index` and `constraints` read."""
     symbols = sorted(index.free_symbols.union(*(c.free_symbols for c in constraints)), key=str)
     if not all(s in box for s in symbols):
         return None
