@@ -16,6 +16,7 @@ import torch.nn.functional as F
 import ember.prims as prims
 from ember.inductor.codegen.triton import TritonBackend
 from ember.inductor.pipeline import compile_graph
+from ember.prims.config import load
 from ember.runtime import ArtifactCache
 
 pytest.importorskip("triton")
@@ -165,6 +166,23 @@ def test_constant_powers_round_as_eager(cache: ArtifactCache, interpreter: None)
     for got, want in zip(compiled(x)[:5], expected[:5]):
         assert torch.equal(got, want)
     torch.testing.assert_close(compiled(x)[5], expected[5])
+
+
+def test_reduction_kernels_autotune_by_default(cache: ArtifactCache, interpreter: None) -> None:
+    """The default config benchmarks each reduction kernel's tilings on its first call (a row
+    or column reduction's best tile depends on its shape); pointwise kernels take their first
+    config, as without max_autotune."""
+    from ember.inductor.config import InductorConfig
+    from ember.inductor.pipeline import backend_for, generate
+
+    inputs = (_randn(8, 3000), _randn(77))
+    graph = prims.trace(lambda x, y: (x.sum(-1) + 1, torch.sigmoid(y) * 2), *inputs)
+    config = load(InductorConfig)
+    backend = backend_for(torch.device("cuda"), config)
+    artifact = generate(graph, backend, config, torch.device("cuda"))
+    kernels = backend.load(artifact["module"], cache)
+    tuned = sorted(name for name, kernel in kernels.items() if kernel.autotune)
+    assert len(kernels) == 2 and len(tuned) == 1 and "sum" in tuned[0], sorted(kernels)
 
 
 # Kernels that must also build for an H100 (sm_90) on this machine, without a GPU.

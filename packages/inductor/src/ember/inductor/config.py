@@ -30,6 +30,14 @@ class InductorConfig:
         'keep the fastest (cached on disk); `ember.compile(mode="max-autotune")` turns it on.',
         cache_key=False,
     )
+    autotune_reductions: bool = setting(
+        True,
+        env="EMBER_INDUCTOR_AUTOTUNE_REDUCTIONS",
+        help="Benchmark the launch configurations of every GPU reduction kernel on its first "
+        "call and keep the fastest (cached on disk), as torch.compile does by default; "
+        "`max_autotune` does this for every kernel.",
+        cache_key=False,
+    )
     check_bounds: bool = setting(
         True,
         env="EMBER_INDUCTOR_CHECK_BOUNDS",

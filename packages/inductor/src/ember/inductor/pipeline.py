@@ -91,7 +91,9 @@ def backend_for(device: torch.device, config: InductorConfig) -> CodegenBackend:
     if device.type == "cuda":
         from ember.inductor.codegen.triton import TritonBackend
 
-        return TritonBackend(max_autotune=config.max_autotune)
+        return TritonBackend(
+            max_autotune=config.max_autotune, autotune_reductions=config.autotune_reductions
+        )
     if device.type != "cpu":
         raise InductorError(
             f"ember-inductor generates code for CPU and CUDA tensors, not {device.type}; "

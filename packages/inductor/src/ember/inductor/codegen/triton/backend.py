@@ -4,13 +4,15 @@ A graph's kernels become one Python module: the prelude (imports and `@triton.ji
 one `@triton.jit` function per kernel, and `KERNELS`, each kernel's signature and launch
 configurations. ember-runtime loads the module from its cache folder, compiles the kernels
 (in parallel, cached on disk) and launches them; `max_autotune` benchmarks each kernel's
-configurations on its first call and keeps the fastest.
+configurations on its first call and keeps the fastest, `autotune_reductions` each reduction
+kernel's (torch.compile's default: a reduction's best tile depends on its shape and loads).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -34,8 +36,9 @@ class TritonBackend:
     kernel_prefix = "triton"
     split_reductions = True  # one program per output row leaves SMs idle on long rows
 
-    def __init__(self, *, max_autotune: bool = False) -> None:
+    def __init__(self, *, max_autotune: bool = False, autotune_reductions: bool = False) -> None:
         self.max_autotune = max_autotune
+        self.autotune_reductions = autotune_reductions
 
     def generate(self, kernel: Kernel, program: Program) -> KernelSource:
         return TritonKernelWriter(kernel, program).generate()
@@ -67,7 +70,7 @@ class TritonBackend:
                 configs=configs,
                 grid_block="XBLOCK",
                 mutated=tuple(launch["mutated"]),
-                autotune=self.max_autotune,
+                autotune=self.max_autotune or (self.autotune_reductions and _reduces(launch)),
                 cache=cache,
             )
         if kernels and not _interpreting() and torch.cuda.is_available():
@@ -76,6 +79,11 @@ class TritonBackend:
 
     def pointer(self, tensor: str) -> str:
         return tensor
+
+
+def _reduces(launch: dict[str, Any]) -> bool:
+    """Whether a kernel's launch metadata says it reduces (its configs set RBLOCK)."""
+    return any("RBLOCK" in config["constants"] for config in launch["configs"])
 
 
 def _interpreting() -> bool:
