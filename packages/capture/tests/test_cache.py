@@ -104,3 +104,19 @@ def test_a_recompile_under_another_grad_mode_compiles_again() -> None:
     reset()
     compiled(x)
     assert counter.frame_count == 3  # reset() forgets compiled code too
+
+
+def adds_a_literal(x, n):
+    return x + torch.tensor([1.0, 2.0]) * 0 + n * 0
+
+
+def test_graphs_with_other_constant_tensors_are_compiled_again() -> None:
+    """Each capture makes its own constant tensor: a backend may keep the tensors it was
+    given, so a Graph that holds other tensor objects is not served another's code."""
+    counter = CompileCounter()
+    compiled = ember_compile(adds_a_literal, backend=counter)
+    x = torch.ones(2)
+    for n in (1, 2):
+        torch.testing.assert_close(compiled(x, n), adds_a_literal(x, n))
+    assert compiled._ember_compiled.captures == 2
+    assert counter.frame_count == 2

@@ -52,7 +52,11 @@ class CodeEntries:
     def compiled_for(self, graph: Graph, state: tuple[Any, ...]) -> Callable[..., Any] | None:
         """The callable compiled earlier for a Graph that serializes as `graph` does (its
         provenance aside: literals keep their types, 3 is not 3.0) under the same `state`."""
-        candidates = [(known, compiled) for known, s, compiled in self.compiled if s == state]
+        candidates = [
+            (known, compiled)
+            for known, s, compiled in self.compiled
+            if s == state and _same_constants(known, graph)
+        ]
         if not candidates:
             return None
         program = _program(graph)
@@ -60,6 +64,14 @@ class CodeEntries:
             if len(known.nodes) == len(graph.nodes) and _program(known) == program:
                 return compiled
         return None
+
+
+def _same_constants(known: Graph, graph: Graph) -> bool:
+    """Whether both Graphs hold the very same constant tensors: a backend may keep them
+    (live tensors, not copies), so equal values in other tensors are not enough."""
+    return known.constants.keys() == graph.constants.keys() and all(
+        known.constants[name] is tensor for name, tensor in graph.constants.items()
+    )
 
 
 def _program(graph: Graph) -> bytes:
