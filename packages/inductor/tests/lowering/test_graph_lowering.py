@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 import torch
@@ -10,8 +11,10 @@ import torch
 import ember.prims as prims
 from ember.inductor.ir.program import ExternNode, LoopNode
 from ember.inductor.lowering.graph_lowering import lower_graph
-from ember.inductor.pipeline import DECOMPOSITIONS
+from ember.inductor.pipeline import DECOMPOSITIONS, compile_graph
+from ember.inductor.scheduler.fusion import Kernel, schedule
 from ember.prims.decompositions import decompose
+from ember.runtime import ArtifactCache
 
 
 def _program(fn, *inputs):  # type: ignore[no-untyped-def]
@@ -44,3 +47,29 @@ def test_ops_without_lowering_fall_back_with_a_perf_hint(caplog: pytest.LogCaptu
     fallbacks = [n for n in program.nodes if isinstance(n, ExternNode) and n.is_fallback]
     assert [n.target for n in fallbacks] == ["prims::cumsum"]
     assert "test_graph_lowering.py" in caplog.text  # the user's line
+
+
+def masked_softmax(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Attention's masked, scaled scores read by a safe softmax's reductions and its final
+    division: 17 ops, shared by four readers (BERT's sdpa math path)."""
+    keys = torch.arange(scores.shape[-1])
+    mask = keys[None, None, None, :] < lengths[:, None, None, None]
+    bias = torch.zeros_like(mask, dtype=scores.dtype).masked_fill(~mask, float("-inf"))
+    return torch.ops.aten._safe_softmax(scores * 0.125 + bias, -1)
+
+
+def test_a_value_read_only_by_a_softmax_is_never_stored(tmp_path: Any) -> None:
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(2, 3, 16, 16, generator=generator)
+    lengths = torch.tensor([16, 9])
+    program = _program(masked_softmax, scores, lengths)
+    wide = [n for n in program.nodes if isinstance(n, LoopNode) and n.ranges == (2, 3, 16, 16)]
+    assert len(wide) == 1  # the output only; the masked scores stay in registers
+    kernels = [k for k in schedule(program, "triton") if isinstance(k, Kernel)]
+    assert len(kernels) == 1
+    compiled = compile_graph(
+        prims.trace(masked_softmax, scores, lengths),
+        (scores, lengths),
+        cache=ArtifactCache(tmp_path),
+    )
+    torch.testing.assert_close(compiled(scores, lengths), masked_softmax(scores, lengths))

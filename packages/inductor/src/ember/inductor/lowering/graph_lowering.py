@@ -23,7 +23,7 @@ from ember.inductor.ir.program import ExternNode, LoopNode, Program, Storage, Te
 from ember.inductor.ir.tensors import Layout, Lazy, StorageView, TensorValue
 from ember.inductor.lowering.split_reduction import Split, plan_split, reads_along_outputs
 from ember.inductor.lowering.table import LOWERINGS
-from ember.prims import Graph, Node, Ref, TensorSpec, Value
+from ember.prims import Graph, Node, Ref, TensorSpec, Value, resolve_op
 from ember.prims.logs import topic_logger
 from ember.prims.ops import op_schema
 
@@ -40,6 +40,10 @@ SUPPORTED_DTYPES = frozenset(
 REALIZE_SHARED_COST = 16
 # Any lazy value is computed into a buffer past this cost (bounds inlined body sizes).
 REALIZE_ANY_COST = 400
+# A shared lazy value whose readers are all elementwise or reduction prims stays lazy up to
+# this cost (`_row_local_readers`).
+REALIZE_ROW_LOCAL_COST = 64
+ROW_LOCAL_READS = 4  # ...and reads at most this many storages (each reader reads them again)
 
 
 class Unlowerable(Exception):
@@ -62,6 +66,7 @@ class LoweringContext:
     program: Program = field(default_factory=Program)
     env: dict[str, Any] = field(default_factory=dict)
     uses_left: dict[str, int] = field(default_factory=dict)
+    readers: dict[str, list[Node]] = field(default_factory=dict)  # the nodes reading a value
     force_realize: set[str] = field(default_factory=set)
     node: Node | None = None
     counter: int = 0
@@ -506,6 +511,7 @@ def _lower(
     for node in graph.nodes:
         for ref in _refs([node.args, list(node.kwargs.values())]):
             ctx.uses_left[ref] = ctx.uses_left.get(ref, 0) + 1
+            ctx.readers.setdefault(ref, []).append(node)
     for ref in _refs(graph.output_leaves):
         ctx.uses_left[ref] = ctx.uses_left.get(ref, 0) + 1
     for node in graph.nodes:
@@ -575,9 +581,33 @@ def _lower_node(ctx: LoweringContext, node: Node) -> None:
             lowered.family.root = value.name
         read = [a for a in args if isinstance(a, Lazy)]
         lowered.sources = _merge(*(a.sources for a in read), lowered.sources, ctx.source())
-        shared = ctx.uses_left.get(value.name, 0) > 1 and lowered.cost > REALIZE_SHARED_COST
+        shared = (
+            ctx.uses_left.get(value.name, 0) > 1
+            and lowered.cost > REALIZE_SHARED_COST
+            and not (
+                lowered.cost <= REALIZE_ROW_LOCAL_COST
+                and len(lowered.reads) <= ROW_LOCAL_READS
+                and _row_local_readers(ctx, value)
+            )
+        )
         if value.name in ctx.force_realize or shared or lowered.cost > REALIZE_ANY_COST:
             ctx.realize(lowered, ctx.spec_layout(value.name))
+
+
+def _row_local_readers(ctx: LoweringContext, value: Value) -> bool:
+    """Whether every reader of `value` is an elementwise prim or a reduction prim over it,
+    none of them an output: what a softmax or a norm reads, all of it computed in one fused
+    kernel that keeps the value in registers. BERT's masked attention scores (a product, a
+    mask and a scale: 17 ops) were written to memory and read back, 0.135 ms a layer."""
+    readers = ctx.readers.get(value.name, [])
+    outputs = {leaf.name for leaf in ctx.graph.output_leaves if isinstance(leaf, Ref)}
+    for reader in readers:
+        family = getattr(resolve_op(reader.target), "family", None)
+        if family not in ("elementwise", "reductions"):
+            return False
+        if any(v.name in outputs for v in reader.output_values()):
+            return False
+    return bool(readers)
 
 
 def _bind(ctx: LoweringContext, arg: Any) -> Any:
