@@ -161,3 +161,20 @@ def test_a_host_sample_in_a_device_graph_draws_its_seed_where_the_kernels_run() 
     seeds = [n for n in program.nodes if isinstance(n, ExternNode)]
     assert [n.target for n in seeds] == ["prims::random_seed"]
     assert seeds[0].kwargs["device"] == torch.device("meta")
+
+
+def test_a_device_graphs_seed_is_drawn_on_the_device_with_no_host_copy() -> None:
+    """Every dropout mask's seed comes from `prims::random_seed`. For a GPU graph it is drawn
+    on the GPU: a seed drawn on the host and copied over on every call is a host-to-device
+    copy, which a CUDA graph cannot capture (the warm-up watcher of mode="reduce-overhead"
+    skips the graph), and a recorded copy would replay one seed, so one mask, forever. Meta
+    stands in for the GPU here."""
+    from ember.runtime.cudagraphs.warmup import run_watched
+
+    meta = torch.device("meta")
+    random_seed = prims.resolve_op("prims::random_seed")
+    (seed,), problem = run_watched(
+        lambda args: (random_seed(device=meta),), [], lambda t: t.device == meta
+    )
+    assert problem is None
+    assert seed.device == meta and seed.dtype == torch.int64 and seed.dim() == 0

@@ -122,3 +122,63 @@ def test_mark_step_begin_then_new_inputs_match_eager() -> None:
             ember.cudagraph_mark_step_begin()
             tokens = (torch.arange(16, device=CUDA).view(2, 8) + step) % 64
             torch.testing.assert_close(compiled(tokens), model(tokens))
+
+
+class ScaledDropout(torch.nn.Module):
+    """dropout(x * w): an output is 0 exactly where the mask dropped it."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.full((256,), 2.0))
+        self.dropout = torch.nn.Dropout(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(x * self.weight)
+
+
+def _assert_fresh_masks(masks: list[torch.Tensor], p: float) -> None:
+    """Every call drew its own mask (no replay repeats one), each dropping about p."""
+    for i, mask in enumerate(masks):
+        kept = mask.float().mean().item()
+        assert abs(kept - (1 - p)) < 6 * (p * (1 - p) / mask.numel()) ** 0.5, (i, kept)
+        assert all(not torch.equal(mask, other) for other in masks[:i]), i
+
+
+def test_dropout_replays_draw_a_new_mask_each_time(caplog: pytest.LogCaptureFixture) -> None:
+    reset_trees()
+    p = 0.5
+    compiled = _compile(ScaledDropout(p).to(CUDA).train())
+    x = torch.ones(64, 256, device=CUDA)
+    masks = []
+    with torch.no_grad():
+        for _ in range(6):
+            out = compiled(x)
+            masks.append(out != 0)
+            torch.testing.assert_close(out[out != 0], torch.full_like(out[out != 0], 2 / (1 - p)))
+    assert tree_for(CUDA).replays >= 4, _why(caplog)
+    _assert_fresh_masks(masks, p)
+
+
+def test_dropout_training_backward_replays_the_forwards_mask(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reset_trees()
+    p = 0.3
+    model = ScaledDropout(p).to(CUDA).train()
+    compiled = _compile(model)
+    x = torch.rand(64, 256, device=CUDA) + 0.5  # no output is 0 but a dropped one
+    masks = []
+    for _ in range(6):
+        model.zero_grad()
+        out = compiled(x)
+        kept = out != 0
+        masks.append(kept.clone())
+        out.sum().backward()
+        # the backward read the seed this forward replay drew: its gradient has the same mask
+        assert model.weight.grad is not None
+        torch.testing.assert_close(model.weight.grad, (kept * x / (1 - p)).sum(0))
+    tree = tree_for(CUDA)
+    roots = [node for nodes in tree.roots.values() for node in nodes]
+    assert roots and any(root.children for root in roots), _why(caplog)
+    assert tree.replays >= 6, _why(caplog)
+    _assert_fresh_masks(masks, p)

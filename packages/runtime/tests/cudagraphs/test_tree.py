@@ -330,3 +330,34 @@ def test_training_forward_outputs_handed_out_again_lose_dropped_hooks(fake: Fake
     del out
     (again,) = forward([torch.ones(2)])
     assert again._backward_hooks is None
+
+
+def test_cpu_tensor_the_graph_never_reads_is_neither_checked_nor_copied(
+    fake: FakeRecorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A backward gets the RNG state of attention without dropout (empty CPU tensors) that
+    it never reads: the graph records and replays, each call's new CPU tensor untouched; a
+    CPU tensor the graph reads still keeps it from recording."""
+
+    def backward(args: list[Any]) -> Sequence[Any]:
+        grad, _seed, weight = args
+        return (grad * weight,)
+
+    call = cudagraphify(
+        backward, name="bw", device=CUDA, static_positions={1, 2}, unread_positions={1}
+    )
+    weight = torch.full((3,), 2.0)
+    seeds = [torch.empty((), dtype=torch.int64) for _ in range(5)]  # alive: ids stay theirs
+    fake.host.update(id(seed) for seed in seeds)
+    with caplog.at_level(logging.WARNING, logger="ember.inductor.perf_hints"):
+        for step in range(4):
+            grad = torch.full((3,), float(step))
+            (out,) = call([grad, seeds[step], weight])
+            torch.testing.assert_close(out, grad * 2.0)
+        assert len(fake.recordings) == 1 and fake.replays == 2
+        assert "[cpu_tensor]" not in caplog.text
+        read = torch.ones(3)
+        fake.host.add(id(read))
+        (out,) = call([read, seeds[4], weight])
+    torch.testing.assert_close(out, torch.full((3,), 2.0))
+    assert "[cpu_tensor]" in caplog.text and "input 0" in caplog.text

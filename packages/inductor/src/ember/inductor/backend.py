@@ -19,6 +19,7 @@ import torch
 from ember.inductor.compiled import CompiledGraph
 from ember.inductor.config import InductorConfig
 from ember.inductor.lowering.graph_lowering import compute_device
+from ember.inductor.passes.attention_rng import drop_unread_attention_rng
 from ember.inductor.passes.joint_decompositions import JOINT_DECOMPOSITIONS
 from ember.inductor.pipeline import compile_graph
 from ember.prims import Graph, Interpreter, autocast_disabled
@@ -91,6 +92,9 @@ class _CudaGraphs:
             if self.forward is not None:
                 self.forward.mode = FunctionMode.FORWARD
                 self.forward = None
+            # attention without dropout reads none of the RNG state the forward saved (CPU
+            # tensors on a GPU): the backward stops reading it, and the tree skips those inputs
+            graph = drop_unread_attention_rng(graph)
             compiled = compile_fn(graph, example_inputs)
             self._use(compiled, graph, example_inputs, FunctionMode.BACKWARD)
             return compiled

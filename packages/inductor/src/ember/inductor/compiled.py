@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ember.inductor.errors import DeviceMismatchError
+from ember.inductor.passes.attention_rng import unread_inputs
 from ember.prims import (
     Graph,
     Ref,
@@ -64,8 +65,10 @@ class CompiledGraph:
         """Run from now on through the CUDA graph tree of `device` (mode="reduce-overhead").
         Parameters and buffers bound from the Graph, and the user inputs at `static_leaves`
         (indices into the flat inputs, e.g. a training forward's parameters), are read in
-        place; the others are copied into the graph's own inputs. Returns the tree's record
-        of this graph (its `mode` can be changed later), or None if it runs without graphs."""
+        place; the others are copied into the graph's own inputs, and those the Graph never
+        reads (a backward's RNG state of attention without dropout: CPU tensors) are not
+        taken at all. Returns the tree's record of this graph (its `mode` can be changed
+        later), or None if it runs without graphs."""
         static = {position for position, _ in self._state}
         static |= {
             position
@@ -78,6 +81,7 @@ class CompiledGraph:
             device=device,
             static_positions=static,
             mutated_positions=mutated_inputs(self._graph),
+            unread_positions=unread_inputs(self._graph),
             mode=mode,
             host_tensor_at=host_tensor_at(self._graph) if device.type == "cuda" else None,
         )

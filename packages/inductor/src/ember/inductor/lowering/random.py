@@ -1,5 +1,6 @@
-"""Random numbers: `prims::random_seed` stays a call of the op (it draws from torch's host
-generator, onto the device the kernels run on), and `prims::uniform`/`prims::normal` become lazy tensors whose element at flat
+"""Random numbers: `prims::random_seed` stays a call of the op (it draws on the device the
+kernels run on, from that device's generator: no host copy, and a fresh seed on every CUDA graph
+replay), and `prims::uniform`/`prims::normal` become lazy tensors whose element at flat
 position i is the IR's `random(seed, offset + i, kind)`, scaled and shifted: a pure function
 of the seed tensor, so any kernel that recomputes an element (a dropout mask in the backward)
 draws the same number. The stream is ember's (Philox), not eager torch's.

@@ -2,7 +2,10 @@
 
 `uniform` and `normal` are pure functions of (seed, offset, shape): the same arguments give
 the same values within one implementation; the stream itself is implementation-defined.
-`random_seed` draws a fresh seed from the host's generator each time it runs.
+`random_seed` draws a fresh seed each time it runs, from the generator of the device it is
+for and on that device: a GPU graph gets its seed with no host-to-device copy, and a CUDA graph
+that recorded the draw draws anew on every replay (torch's CUDA generator advances its philox
+offset per replay), so replays never repeat a dropout mask.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ define(
     "random_seed",
     "(*, Device device) -> Tensor",
     lambda *, device: torch.empty((), dtype=torch.int64, device="meta"),
-    lambda *, device: torch.randint(0, 2**62, (), dtype=torch.int64).to(device),
+    lambda *, device: torch.randint(0, 2**62, (), dtype=torch.int64, device=device),
     family=FAMILY,
-    doc="a 0-d int64 seed drawn from the host's default generator (stateful)",
+    doc="a 0-d int64 seed drawn on `device` from its default generator (stateful)",
 )
 
 

@@ -36,6 +36,8 @@ class GraphFunction:
     call: Callable[[list[Any]], Sequence[Any]]
     static_positions: frozenset[int]
     mode: FunctionMode = FunctionMode.INFERENCE
+    # arguments the graph never reads (a CPU tensor there is fine): not checked, not copied
+    unread_positions: frozenset[int] = frozenset()
     skip_reason: str | None = None  # set once: every call runs without CUDA graphs
     id: int = field(default_factory=lambda: next(_ids))
     warmed_up: set[Signature] = field(default_factory=set)
@@ -45,11 +47,12 @@ class GraphFunction:
     dynamic_positions: list[int] | None = None  # the non-static arguments (set on first call)
 
     def signature(self, args: Sequence[Any]) -> Signature:
-        """Metadata of the non-static arguments (static ones are checked by address)."""
+        """Metadata of the non-static arguments (static ones are checked by address, unread
+        ones not at all)."""
         positions = self.dynamic_positions
         if positions is None:
-            static = self.static_positions
-            positions = self.dynamic_positions = [p for p in range(len(args)) if p not in static]
+            skipped = self.static_positions | self.unread_positions
+            positions = self.dynamic_positions = [p for p in range(len(args)) if p not in skipped]
         return tuple([_metadata(args[p]) for p in positions])
 
 
@@ -79,6 +82,7 @@ def cudagraphify(
     device: torch.device,
     static_positions: Collection[int] = (),
     mutated_positions: Collection[int] = (),
+    unread_positions: Collection[int] = (),
     mode: FunctionMode = FunctionMode.INFERENCE,
     host_tensor_at: str | None = None,
 ) -> Callable[[list[Any]], Sequence[Any]]:
@@ -88,12 +92,15 @@ def cudagraphify(
     and buffers): they are read in place. `mutated_positions` are arguments the graph writes:
     if one is not static, the graph runs without CUDA graphs (reason `mutated_input`), as it
     does when `host_tensor_at` names where the graph makes a CPU tensor (`cpu_in_graph`).
+    `unread_positions` are arguments the graph never reads: they may be CPU tensors, and a
+    recording neither copies nor checks them (torch's trees skip unused CPU inputs too).
     """
     from ember.runtime.cudagraphs.reasons import CPU_GRAPH, CPU_IN_GRAPH, MUTATED_INPUT
     from ember.runtime.cudagraphs.tree import log_reason
 
-    static = frozenset(static_positions)
-    function = GraphFunction(name, call, static, mode)
+    unread = frozenset(unread_positions)
+    static = frozenset(static_positions) - unread
+    function = GraphFunction(name, call, static, mode, unread_positions=unread)
     if device.type != "cuda":
         log_reason(function, CPU_GRAPH, graph=name, device=device)
         function.skip_reason = CPU_GRAPH.id

@@ -2,8 +2,9 @@
 
 A CUDA graph reads fixed addresses. Parameters and buffers (static inputs) and outputs of
 the graphs before it in the tree are read where they are, and a replay checks that they are
-still there; every other tensor is copied into a placeholder the graph was recorded with;
-Python values must be equal. `InputPlan` holds that decision per argument.
+still there; every other tensor is copied into a placeholder the graph was recorded with,
+except those the graph never reads (they may be CPU tensors: they are left alone); Python
+values must be equal. `InputPlan` holds that decision per argument.
 """
 
 from __future__ import annotations
@@ -36,14 +37,19 @@ class InputPlan:
 
     @classmethod
     def build(
-        cls, args: Sequence[Any], static: Collection[int], tree_addresses: Collection[int]
+        cls,
+        args: Sequence[Any],
+        static: Collection[int],
+        tree_addresses: Collection[int],
+        unread: Collection[int] = (),
     ) -> InputPlan:
-        """Decide per argument; placeholders are allocated (outside any capture) and filled."""
+        """Decide per argument; placeholders are allocated (outside any capture) and filled.
+        Arguments at `unread` positions are left as they are: the graph never reads them."""
         fixed: list[int] = []
         copied: list[int] = []
         placeholders: list[torch.Tensor] = []
         for position, arg in enumerate(args):
-            if not isinstance(arg, torch.Tensor):
+            if not isinstance(arg, torch.Tensor) or position in unread:
                 continue
             if position in static or arg.data_ptr() in tree_addresses:
                 fixed.append(position)

@@ -147,7 +147,9 @@ class CudaGraphTree:
     def _record(
         self, function: GraphFunction, signature: Signature, args: list[Any]
     ) -> Sequence[Any]:
-        inputs = InputPlan.build(args, function.static_positions, self._path_addresses())
+        inputs = InputPlan.build(
+            args, function.static_positions, self._path_addresses(), function.unread_positions
+        )
         recording_args = inputs.recording_args(args)
         try:
             recording = self.recorder.record(function.call, recording_args)
@@ -191,14 +193,16 @@ class CudaGraphTree:
 
     def _host_position(self, function: GraphFunction, args: list[Any]) -> int | None:
         """The first argument a graph cannot read (a CPU tensor). Parameters and buffers are
-        checked once: a replay finds them at their recorded (device) address."""
+        checked once: a replay finds them at their recorded (device) address. Arguments the
+        graph never reads are not checked."""
         on_device = self.recorder.on_device
         positions = function.checked_positions
         if positions is None:
+            unread = function.unread_positions
             positions = function.checked_positions = [
                 p
                 for p, arg in enumerate(args)
-                if p not in function.static_positions or not on_device(arg)
+                if p not in unread and (p not in function.static_positions or not on_device(arg))
             ]
         for position in positions:
             arg = args[position]

@@ -1,0 +1,95 @@
+"""The attention-RNG pass: a dropout-free attention backward stops reading the philox seed and
+offset the forward saved (CPU tensors on a GPU, which kept the backward off CUDA graphs), and
+the compiled graph tells the CUDA graph tree which inputs it never reads. Graphs are traced
+on meta tensors: torch has no CPU kernel for memory-efficient attention."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from ember.inductor.passes.attention_rng import drop_unread_attention_rng, unread_inputs
+from ember.inductor.pipeline import compile_graph
+from ember.prims import TensorSpec, dumps, loads, trace, verify
+from ember.runtime.cudagraphs import set_recorder_factory
+
+META = torch.device("meta")
+
+
+def _efficient_backward(dropout_p: float) -> Any:
+    def backward(*args: torch.Tensor) -> Any:
+        return torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+            *args, dropout_p, [True, True, True, False], False, scale=0.25
+        )
+
+    return backward
+
+
+def _arguments() -> list[torch.Tensor]:
+    """grad, q, k, v, bias, out, logsumexp on the device; seed and offset on the CPU, as
+    memory-efficient attention without dropout returns them on a GPU."""
+    qkv = [torch.empty(2, 2, 8, 16, device=META) for _ in range(6)]
+    grad, q, k, v, out = qkv[0], qkv[1], qkv[2], qkv[3], qkv[4]
+    bias, logsumexp = torch.empty(2, 2, 8, 8, device=META), torch.empty(2, 2, 32, device=META)
+    seed, offset = torch.empty((), dtype=torch.int64), torch.empty((), dtype=torch.int64)
+    return [grad, q, k, v, bias, out, logsumexp, seed, offset]
+
+
+def test_dropout_free_attention_backward_stops_reading_the_saved_rng_state() -> None:
+    graph = trace(_efficient_backward(0.0), *_arguments())
+    assert unread_inputs(graph) == set()
+    rewritten = drop_unread_attention_rng(graph)
+    assert unread_inputs(rewritten) == {7, 8}  # the seed and the offset
+    (attention,) = [n for n in rewritten.nodes if "attention" in n.target]
+    seed, offset = attention.args[7], attention.args[8]
+    placeholder = rewritten.values()[seed.name].spec
+    assert seed == offset and isinstance(placeholder, TensorSpec)
+    assert (placeholder.device, placeholder.dtype, placeholder.shape) == (META, torch.int64, ())
+    verify(rewritten)
+    assert loads(dumps(rewritten)) == rewritten
+    assert unread_inputs(graph) == set()  # the pass left its input as it was
+
+
+def test_attention_with_dropout_keeps_its_rng_state() -> None:
+    graph = trace(_efficient_backward(0.1), *_arguments())
+    assert drop_unread_attention_rng(graph) is graph
+    assert unread_inputs(graph) == set()
+
+
+class _Recorder:
+    """Enough of a Recorder for a tree that is made but never records."""
+
+    def on_device(self, tensor: torch.Tensor) -> bool:
+        return tensor.device.type != "cpu"
+
+
+@pytest.fixture
+def no_gpu_tree() -> Iterator[None]:
+    set_recorder_factory(lambda device: _Recorder())  # type: ignore[arg-type,return-value]
+    yield
+    set_recorder_factory(None)
+
+
+def test_compiled_graph_hands_the_tree_the_inputs_it_never_reads(no_gpu_tree: None) -> None:
+    def fn(x: torch.Tensor, unread: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x * y
+
+    inputs = (torch.randn(3), torch.empty((), dtype=torch.int64), torch.randn(3))
+    compiled = compile_graph(trace(fn, *inputs), inputs)
+    function = compiled.use_cudagraphs(torch.device("cuda", 0), static_leaves={1, 2})
+    assert function is not None
+    assert function.unread_positions == {1}
+    assert function.static_positions == {2}  # unread wins: no address check either
+
+
+def test_backwards_of_two_layers_share_one_placeholder() -> None:
+    def two_layers(*args: torch.Tensor) -> Any:
+        first = _efficient_backward(0.0)(*args)
+        return first[0], _efficient_backward(0.0)(first[0], *args[1:])[0]
+
+    rewritten = drop_unread_attention_rng(trace(two_layers, *_arguments()))
+    assert [n.target for n in rewritten.nodes].count("aten::zeros.default") == 1
+    assert unread_inputs(rewritten) == {7, 8}
