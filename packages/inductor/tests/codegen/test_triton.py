@@ -168,16 +168,18 @@ def test_constant_powers_round_as_eager(cache: ArtifactCache, interpreter: None)
     torch.testing.assert_close(compiled(x)[5], expected[5])
 
 
-def test_reduction_kernels_autotune_by_default(cache: ArtifactCache, interpreter: None) -> None:
-    """The default config benchmarks each reduction kernel's tilings on its first call (a row
-    or column reduction's best tile depends on its shape); pointwise kernels take their first
-    config, as without max_autotune."""
+def test_reduction_kernels_autotune_when_asked(cache: ArtifactCache, interpreter: None) -> None:
+    """`autotune_reductions` benchmarks each reduction kernel's tilings on its first call (a
+    row or column reduction's best tile depends on its shape); pointwise kernels take their
+    first config, as without max_autotune."""
+    import dataclasses
+
     from ember.inductor.config import InductorConfig
     from ember.inductor.pipeline import backend_for, generate
 
     inputs = (_randn(8, 3000), _randn(77))
     graph = prims.trace(lambda x, y: (x.sum(-1) + 1, torch.sigmoid(y) * 2), *inputs)
-    config = load(InductorConfig)
+    config = dataclasses.replace(load(InductorConfig), autotune_reductions=True)
     backend = backend_for(torch.device("cuda"), config)
     artifact = generate(graph, backend, config, torch.device("cuda"))
     kernels = backend.load(artifact["module"], cache)

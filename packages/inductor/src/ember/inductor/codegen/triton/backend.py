@@ -5,7 +5,7 @@ one `@triton.jit` function per kernel, and `KERNELS`, each kernel's signature an
 configurations. ember-runtime loads the module from its cache folder, compiles the kernels
 (in parallel, cached on disk) and launches them; `max_autotune` benchmarks each kernel's
 configurations on its first call and keeps the fastest, `autotune_reductions` each reduction
-kernel's (torch.compile's default: a reduction's best tile depends on its shape and loads).
+kernel's (a reduction's best tile depends on its shape and loads).
 """
 
 from __future__ import annotations
