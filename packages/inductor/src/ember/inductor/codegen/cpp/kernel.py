@@ -17,6 +17,7 @@ from ember.inductor.codegen.cpp.ops import (
     OPERAND_DTYPE_OPS,
     OPS,
     RANDOM,
+    accumulator_dtype,
     literal,
     reduction_combine,
     reduction_init,
@@ -266,9 +267,11 @@ class CppKernel(ValueScopes):
         assert reduction_type is not None
         dtype = node.dtype
         value_dtype = member.body.dtype
+        accumulator_type = accumulator_dtype(reduction_type, value_dtype)
         accumulator = self.fresh("acc")
         self.line(
-            f"{CPP_TYPES[value_dtype]} {accumulator} = {reduction_init(reduction_type, value_dtype)};"
+            f"{CPP_TYPES[accumulator_type]} {accumulator} = "
+            f"{reduction_init(reduction_type, accumulator_type)};"
         )
         arg = reduction_type in {"argmax", "argmin"}
         if arg:
@@ -299,7 +302,7 @@ class CppKernel(ValueScopes):
                     self.line(f"{accumulator} = {value};")
                     self.line(f"{best} = {self.index(flat)};")
             else:
-                self.line(reduction_combine(reduction_type, accumulator, value, value_dtype))
+                self.line(reduction_combine(reduction_type, accumulator, value, accumulator_type))
         for _ in headers[:-1]:
             self.depth -= 1
             self.line("}")
