@@ -93,3 +93,14 @@ def test_backwards_of_two_layers_share_one_placeholder() -> None:
     rewritten = drop_unread_attention_rng(trace(two_layers, *_arguments()))
     assert [n.target for n in rewritten.nodes].count("aten::zeros.default") == 1
     assert unread_inputs(rewritten) == {7, 8}
+
+
+def test_an_input_read_only_for_its_size_is_read() -> None:
+    """A CUDA graph replays only calls of the shapes it was recorded with: an input whose
+    size is a symbol of the Graph stays in the tree's signature."""
+
+    def fn(x: torch.Tensor, sized: torch.Tensor, unread: torch.Tensor) -> torch.Tensor:
+        return x * 2 + sized.shape[0]
+
+    graph = trace(fn, torch.randn(3, 4), torch.randn(5, 2), torch.ones(1), dynamic=True)
+    assert unread_inputs(graph) == {2}

@@ -58,7 +58,9 @@ def drop_unread_attention_rng(graph: Graph) -> Graph:
 
 
 def unread_inputs(graph: Graph) -> set[int]:
-    """Positions of the Graph inputs that no node and no output reads."""
+    """Positions of the Graph inputs that no node and no output reads. An input with a size
+    symbol in its shape is read (the wrapper binds the symbol from it, and a replay must
+    match its shape)."""
     read: set[str] = set()
     for node in graph.nodes:
         for arg in (*node.args, *node.kwargs.values()):
@@ -68,8 +70,12 @@ def unread_inputs(graph: Graph) -> set[int]:
     return {
         position
         for position, graph_input in enumerate(graph.inputs)
-        if graph_input.value.name not in read
+        if graph_input.value.name not in read and not _sized_by_symbols(graph_input.value.spec)
     }
+
+
+def _sized_by_symbols(spec: object) -> bool:
+    return isinstance(spec, TensorSpec) and not spec.is_static()
 
 
 def _unread_rng_positions(node: Node) -> list[int]:
