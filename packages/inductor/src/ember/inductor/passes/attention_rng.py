@@ -58,9 +58,10 @@ def drop_unread_attention_rng(graph: Graph) -> Graph:
 
 
 def unread_inputs(graph: Graph) -> set[int]:
-    """Positions of the Graph inputs that no node and no output reads. An input with a size
-    symbol in its shape is read (the wrapper binds the symbol from it, and a replay must
-    match its shape)."""
+    """Positions of the tensor inputs of the Graph that no node and no output reads. An input
+    with a size symbol in its shape is read (the wrapper binds the symbol from it, and a
+    replay must match its shape), and so is every non-tensor input (a number may be a
+    symbol's value, which nodes use without a reference)."""
     read: set[str] = set()
     for node in graph.nodes:
         for arg in (*node.args, *node.kwargs.values()):
@@ -70,12 +71,12 @@ def unread_inputs(graph: Graph) -> set[int]:
     return {
         position
         for position, graph_input in enumerate(graph.inputs)
-        if graph_input.value.name not in read and not _sized_by_symbols(graph_input.value.spec)
+        if graph_input.value.name not in read and _static_tensor(graph_input.value.spec)
     }
 
 
-def _sized_by_symbols(spec: object) -> bool:
-    return isinstance(spec, TensorSpec) and not spec.is_static()
+def _static_tensor(spec: object) -> bool:
+    return isinstance(spec, TensorSpec) and spec.is_static()
 
 
 def _unread_rng_positions(node: Node) -> list[int]:
