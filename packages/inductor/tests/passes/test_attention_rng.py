@@ -1,7 +1,8 @@
 """The attention-RNG pass: a dropout-free attention backward stops reading the philox seed and
 offset the forward saved (CPU tensors on a GPU, which kept the backward off CUDA graphs), and
-the compiled graph tells the CUDA graph tree which inputs it never reads. Graphs are traced
-on meta tensors: torch has no CPU kernel for memory-efficient attention."""
+the compiled graph tells the CUDA graph tree which inputs it never reads, and a forward's
+wrapper hands the RNG outputs back as the op made them. Graphs are traced on meta tensors:
+torch has no CPU kernel for memory-efficient attention."""
 
 from __future__ import annotations
 
@@ -104,3 +105,47 @@ def test_an_input_read_only_for_its_size_is_read() -> None:
 
     graph = trace(fn, torch.randn(3, 4), torch.randn(5, 2), torch.ones(1), dynamic=True)
     assert unread_inputs(graph) == {2}
+
+
+def test_a_forward_hands_its_attention_rng_state_back_as_the_op_made_it() -> None:
+    """On a GPU, memory-efficient attention returns its seed and offset on the CPU although
+    the Graph says they live on the GPU (as every output of a GPU op). A training forward
+    returns them for the backward: its wrapper must hand them back as they are, never copy
+    them into device buffers (a host-to-device copy keeps the forward off CUDA graphs). The
+    CUDA wrapper runs here on meta tensors, kernels skipped, the attention answering as on a
+    GPU; the warm-up watcher of mode="reduce-overhead" looks for the copy."""
+    import collections
+
+    from ember.inductor.codegen.triton import TritonBackend
+    from ember.inductor.codegen.wrapper import wrapper_namespace
+    from ember.inductor.config import InductorConfig
+    from ember.inductor.pipeline import generate
+    from ember.prims import resolve_op
+    from ember.prims.config import load
+    from ember.runtime.cudagraphs.warmup import run_watched
+
+    attention = torch.ops.aten._scaled_dot_product_efficient_attention.default
+
+    def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+        out, logsumexp, seed, offset = attention(q * 2, k, v, None, True, 0.0, True)
+        return out + 1, logsumexp, seed, offset
+
+    def as_on_a_gpu(*args: Any, **kwargs: Any) -> Any:
+        out, logsumexp, _, _ = attention(*args, **kwargs)
+        return (
+            out,
+            logsumexp,
+            torch.empty((), dtype=torch.int64),
+            torch.empty((), dtype=torch.int64),
+        )
+
+    inputs = [torch.empty(2, 2, 8, 16, device=META) for _ in range(3)]
+    artifact = generate(trace(forward, *inputs), TritonBackend(), load(InductorConfig), META)
+    ops = {target: resolve_op(target) for target in artifact["targets"]}
+    ops["aten::_scaled_dot_product_efficient_attention.default"] = as_on_a_gpu
+    kernels: dict[str, Any] = collections.defaultdict(lambda: lambda *args: None)
+    namespace = wrapper_namespace(kernels, ops)
+    exec(compile(artifact["wrapper"], "<wrapper>", "exec"), namespace)  # noqa: S102
+    results, problem = run_watched(namespace["call"], inputs, lambda t: t.device == META)
+    assert problem is None
+    assert [r.device.type for r in results] == ["meta", "meta", "cpu", "cpu"]
