@@ -32,11 +32,11 @@ class Logits(torch.nn.Module):
         return self.model(input_ids=tokens, use_cache=False).logits
 
 
-def _gpt2() -> torch.nn.Module:
+def _gpt2(dropout: float = 0.0) -> torch.nn.Module:
     torch.manual_seed(0)
     config = transformers.GPT2Config(
         n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
     )  # fmt: skip
     return Logits(transformers.GPT2LMHeadModel(config)).to(CUDA)
 
@@ -182,3 +182,28 @@ def test_dropout_training_backward_replays_the_forwards_mask(
     assert roots and any(root.children for root in roots), _why(caplog)
     assert tree.replays >= 6, _why(caplog)
     _assert_fresh_masks(masks, p)
+
+
+def test_training_with_dropout_records_forward_and_backward(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """GPT-2 with its dropouts on: residual dropout draws its seeds on the GPU, and the
+    memory-efficient attention's RNG state, CPU tensors outside a capture, is a device tensor
+    in the recorded forward (torch's capture path), which the backward then reads in place.
+    The values follow ember's random stream, not eager's: only finiteness is compared."""
+    reset_trees()
+    model = _gpt2(dropout=0.1)
+    compiled = _compile(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(6):
+        tokens = (torch.arange(16, device=CUDA).view(2, 8) * (step + 1)) % 64
+        optimizer.zero_grad()
+        loss = compiled(tokens).float().square().mean()
+        loss.backward()
+        optimizer.step()
+        assert torch.isfinite(loss), step
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    tree = tree_for(CUDA)
+    roots = [node for nodes in tree.roots.values() for node in nodes]
+    assert roots and any(root.children for root in roots), _why(caplog)
+    assert tree.replays >= 4, _why(caplog)
