@@ -1,10 +1,13 @@
 """Capture and replay on a GPU: ember.compile(mode="reduce-overhead") against eager, in
 inference and training (forward and backward in one tree), the error for an overwritten
-output, and the step marker. A tiny GPT-2 (transformers) is the model the benchmark runs."""
+output, and the step marker. A tiny GPT-2 (transformers) is the model the benchmark runs.
+
+Run on the GPU machine with `EMBER_TEST_DEVICE=cuda pytest packages/runtime/tests/cudagraphs/test_cuda.py`."""
 
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import pytest
@@ -13,6 +16,14 @@ import torch
 pytestmark = pytest.mark.cuda
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
+if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    # the repository's conftest sets it unless EMBER_TEST_DEVICE=cuda: interpreted kernels copy
+    # their tensors through the host on every launch, which CUDA graph capture rejects
+    pytest.fail(
+        "the CUDA graph tests need compiled Triton kernels: run them with "
+        "EMBER_TEST_DEVICE=cuda (TRITON_INTERPRET is set)",
+        pytrace=False,
+    )
 
 ember = pytest.importorskip("ember")
 backend = pytest.importorskip("ember.inductor.backend")
