@@ -25,6 +25,7 @@ import sympy
 
 from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr
+from ember.inductor.ir.load_direction import load_directions
 
 SPLITTABLE = frozenset({"sum", "prod", "max", "min"})
 MIN_ELEMENTS = 16384  # reductions smaller than this run fast enough in one pass
@@ -135,24 +136,8 @@ def reads_along_outputs(
     tree: body.BodyValue, outputs: Sequence[sympy.Symbol], reduced: Sequence[sympy.Symbol]
 ) -> bool:
     """Whether more of the loads of a reduction's body walk memory with stride 1 along its
-    innermost output dim than along its innermost reduced dim (a column reduction). Loads
-    that vary along both count; a broadcast vector (one per row) does not decide."""
-    if not outputs or not reduced:
-        return False
-    last_output, last_reduced = outputs[-1], reduced[-1]
-    along_outputs = along_reduced = 0
-    for load in body.loads(tree):
-        index = load.args[1]
-        if not isinstance(index, sympy.Expr):
-            continue
-        symbols = index.free_symbols
-        if not (symbols & set(outputs) and symbols & set(reduced)):
-            continue
-        expanded = sympy.expand(index)
-        if expanded.coeff(last_reduced) == 1:
-            along_reduced += 1
-        elif expanded.coeff(last_output) == 1:
-            along_outputs += 1
+    innermost output dim than along its innermost reduced dim (a column reduction)."""
+    along_outputs, along_reduced = load_directions([tree], outputs, reduced)
     return along_outputs > along_reduced
 
 

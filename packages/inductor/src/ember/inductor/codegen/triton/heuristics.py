@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr, index_var, product
+from ember.inductor.ir.load_direction import load_directions
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
 
@@ -106,24 +106,9 @@ def _column_reduction(kernel: Kernel) -> bool:
     128 programs looping over 30522 columns each (2.1 ms on the H100, torch.compile 0.41)."""
     if not kernel.outer:
         return False
-    last_x = index_var("x", len(kernel.outer) - 1)
-    last_r = index_var("r", len(kernel.inner) - 1)
-    outer = {index_var("x", k) for k in range(len(kernel.outer))}
-    inner = {index_var("r", k) for k in range(len(kernel.inner))}
-    along_x = along_r = 0
-    for member in kernel.members:
-        for load in body.loads(member.body):
-            index = load.args[1]
-            if not isinstance(index, sympy.Expr):
-                continue
-            symbols = index.free_symbols
-            if not (symbols & outer and symbols & inner):
-                continue
-            expanded = sympy.expand(index)
-            if expanded.coeff(last_r) == 1:
-                along_r += 1
-            elif expanded.coeff(last_x) == 1:
-                along_x += 1
+    outer = [index_var("x", k) for k in range(len(kernel.outer))]
+    inner = [index_var("r", k) for k in range(len(kernel.inner))]
+    along_x, along_r = load_directions((m.body for m in kernel.members), outer, inner)
     return along_x > along_r
 
 
