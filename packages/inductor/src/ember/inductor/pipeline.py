@@ -27,6 +27,7 @@ import torch
 from ember.inductor.codegen.backend import CodegenBackend, KernelSource
 from ember.inductor.codegen.bounds import check_bounds
 from ember.inductor.codegen.cpp.backend import CppBackend
+from ember.inductor.codegen.kernel_names import distinct, name_by_content
 from ember.inductor.codegen.wrapper import generate_wrapper, wrapper_namespace
 from ember.inductor.compiled import CompiledGraph
 from ember.inductor.config import InductorConfig
@@ -159,7 +160,8 @@ def generate(
     if config.check_bounds:
         timed("check_bounds", check_bounds, scheduled, program)
     sources: dict[str, KernelSource] = timed("generate", _generate, scheduled, program, backend)
-    module = backend.module(list(sources.values()))
+    definitions = distinct(sources.values())
+    module = backend.module(definitions)
     device = device or compute_device(graph)
     plan = timed("plan_memory", plan_memory, program, scheduled, sources, config.reuse_buffers)
     wrapper = generate_wrapper(
@@ -218,8 +220,11 @@ def _schedule(program: Program, config: InductorConfig, prefix: str) -> list[Sch
 def _generate(
     scheduled: Sequence[ScheduledNode], program: Program, backend: CodegenBackend
 ) -> dict[str, KernelSource]:
+    """Each kernel's source, named by its content: equal kernels share one definition."""
     return {
-        item.name: backend.generate(item, program) for item in scheduled if isinstance(item, Kernel)
+        item.name: name_by_content(backend.generate(item, program), sorted(item.local_buffers))
+        for item in scheduled
+        if isinstance(item, Kernel)
     }
 
 

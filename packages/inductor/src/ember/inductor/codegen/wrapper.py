@@ -60,7 +60,7 @@ def generate_wrapper(
             call_args = [*source.grid] + [
                 backend.pointer(a.name) if a.kind == "pointer" else a.name for a in source.arguments
             ]
-            emit(f"    kernels[{item.name!r}]({', '.join(call_args)})")
+            emit(f"    kernels[{source.name!r}]({', '.join(call_args)})")
         else:
             _extern(emit, item, program)
         dead = plan.releases.get(position)
