@@ -4,6 +4,10 @@ source-keyed caches hit); results stay equal to eager."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -83,3 +87,53 @@ def test_kernels_of_other_dtypes_are_not_merged() -> None:
     single = _definitions(one_layer, [x, w])
     double = _definitions(one_layer, [x.double(), w.double()])
     assert single[0].name != double[0].name
+
+
+_TRITON_SCRIPT = """
+import importlib.util, json, sys
+import torch
+import ember.prims as prims
+from ember.inductor.codegen.triton import TritonBackend
+from ember.inductor.pipeline import generate
+from ember.prims.config import load
+from ember.inductor.config import InductorConfig
+from ember.runtime import ArtifactCache
+from triton.backends.compiler import GPUTarget
+
+spec = importlib.util.spec_from_file_location("kernel_names_cases", sys.argv[1])
+cases = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cases)
+x, w, s = cases._inputs((8, 16), (16, 16), (4, 4))
+backend, cache = TritonBackend(), ArtifactCache(sys.argv[2])
+keys = []
+for fn, inputs in ((cases.one_layer, (x, w)), (cases.scaled_then_one_layer, (s, x, w))):
+    graph = prims.trace(fn, *inputs)
+    artifact = generate(graph, backend, load(InductorConfig), torch.device("cuda"))
+    kernels = backend.load(artifact["module"], cache)
+    keys.append({n: [c.hash for c in k.precompile(GPUTarget("cuda", 90, 32))] for n, k in kernels.items()})
+print(json.dumps(keys))
+"""
+
+
+def test_a_kernel_in_another_graph_hits_tritons_compile_cache(tmp_path: Path) -> None:
+    """Triton keys a compiled kernel by its text and the line it starts on: the layer's kernel,
+    second in the other graph's module, must still have the same key (sm_90, no GPU needed)."""
+    pytest.importorskip("triton")
+    environment = {
+        **os.environ,
+        "TRITON_INTERPRET": "0",
+        "CUDA_VISIBLE_DEVICES": "",
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", _TRITON_SCRIPT, __file__, str(tmp_path / "ember")],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    alone, within = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(alone) == 1 and len(within) == 2
+    ((name, key),) = alone.items()
+    assert within.get(name) == key

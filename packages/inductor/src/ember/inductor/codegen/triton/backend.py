@@ -2,7 +2,8 @@
 
 A graph's kernels become one Python module: the prelude (imports and `@triton.jit` helpers),
 one `@triton.jit` function per kernel, and `KERNELS`, each kernel's signature and launch
-configurations. ember-runtime loads the module from its cache folder, compiles the kernels
+configurations. ember-runtime loads the module from its cache folder, and each kernel from a
+file of its own (so that Triton's cache hits for it in every graph), compiles the kernels
 (in parallel, cached on disk) and launches them; `max_autotune` benchmarks each kernel's
 configurations on its first call and keeps the fastest, `autotune_reductions` each reduction
 kernel's (a reduction's best tile depends on its shape and loads).
@@ -18,6 +19,7 @@ import torch
 
 from ember.inductor.codegen.backend import KernelSource
 from ember.inductor.codegen.triton.kernel import TritonKernelWriter
+from ember.inductor.codegen.triton.kernel_files import kernel_files
 from ember.inductor.codegen.triton.ops import PRELUDE, TRITON_TYPES
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
@@ -53,6 +55,7 @@ class TritonBackend:
         from ember.runtime import LaunchConfig, TritonKernel, compile_kernels, load_triton_module
 
         loaded = load_triton_module(module, cache)
+        files = kernel_files(module, loaded.KERNELS)  # the same kernel hits Triton's cache
         kernels: dict[str, TritonKernel] = {}
         for name, launch in loaded.KERNELS.items():
             configs = [
@@ -64,7 +67,7 @@ class TritonBackend:
                 for config in launch["configs"]
             ]
             kernels[name] = TritonKernel(
-                loaded,
+                load_triton_module(files[name], cache),
                 name,
                 signature=launch["signature"],
                 configs=configs,
