@@ -6,6 +6,7 @@ stack frame that belongs to the user's code (not torch's, not ember's).
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
@@ -38,7 +39,9 @@ class SourceLocation:
         return f"{text}: {self.code}" if self.code else text
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_internal(filename: str) -> bool:
+    # memoized: every recorded op walks its stack (hf_mbart training: 13,310 walks, 0.6 s)
     if filename.startswith(_INTERNAL_PREFIXES) or filename.startswith("<frozen"):
         return True
     if filename.startswith(_EMBER_DIR) or _is_ember_layer_file(filename):
