@@ -126,6 +126,17 @@ def substitute(root: BodyValue, mapping: dict[sympy.Symbol, sympy.Expr]) -> Body
 
 def map_indices(root: BodyValue, fn: Callable[[sympy.Expr], sympy.Expr]) -> BodyValue:
     """The tree with `fn` applied to every index expression."""
+    return rebuild_tree(root, index=fn)
+
+
+def rebuild_tree(
+    root: BodyValue,
+    *,
+    index: Callable[[sympy.Expr], sympy.Expr] | None = None,
+    finish: Callable[[BodyValue, list[object]], None] | None = None,
+) -> BodyValue:
+    """The tree rebuilt bottom-up, shared values once: `index` maps every index expression,
+    `finish(value, args)` may edit a value's rebuilt arguments in place before it is made."""
     memo: dict[int, BodyValue] = {}
 
     def visit(value: BodyValue) -> BodyValue:
@@ -136,12 +147,14 @@ def map_indices(root: BodyValue, fn: Callable[[sympy.Expr], sympy.Expr]) -> Body
         for arg in value.args:
             if isinstance(arg, BodyValue):
                 args.append(visit(arg))
-            elif isinstance(arg, sympy.Expr):
-                args.append(fn(arg))
+            elif index is not None and isinstance(arg, sympy.Expr):
+                args.append(index(arg))
             elif isinstance(arg, tuple) and value.op == "load":
                 args.append(tuple((symbol, visit(item)) for symbol, item in arg))
             else:
                 args.append(arg)
+        if finish is not None:
+            finish(value, args)
         result = BodyValue(value.op, tuple(args), value.dtype)
         memo[id(value)] = result
         return result

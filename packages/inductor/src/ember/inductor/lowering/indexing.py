@@ -72,30 +72,16 @@ def _bind_indirect(
     tree: body.BodyValue, symbol: sympy.Symbol, chosen: body.BodyValue
 ) -> body.BodyValue:
     """`tree` with every load whose index reads `symbol` binding it to `chosen`."""
-    memo: dict[int, body.BodyValue] = {}
 
-    def visit(value: body.BodyValue) -> body.BodyValue:
-        done = memo.get(id(value))
-        if done is not None:
-            return done
-        args: list[object] = []
-        for arg in value.args:
-            if isinstance(arg, body.BodyValue):
-                args.append(visit(arg))
-            elif isinstance(arg, tuple) and value.op == "load":
-                args.append(tuple((s, visit(item)) for s, item in arg))
-            else:
-                args.append(arg)
-        if value.op == "load":
-            index, bound = value.args[1], args[2]
-            if isinstance(index, sympy.Expr) and symbol in index.free_symbols:
-                assert isinstance(bound, tuple)
-                args[2] = (*bound, (symbol, chosen))
-        result = body.BodyValue(value.op, tuple(args), value.dtype)
-        memo[id(value)] = result
-        return result
+    def bind(value: body.BodyValue, args: list[object]) -> None:
+        if value.op != "load":
+            return
+        index, bound = value.args[1], args[2]
+        if isinstance(index, sympy.Expr) and symbol in index.free_symbols:
+            assert isinstance(bound, tuple)
+            args[2] = (*bound, (symbol, chosen))
 
-    return visit(tree)
+    return body.rebuild_tree(tree, finish=bind)
 
 
 def _between(i: Expr, low: Expr | None, high: Expr | None) -> body.BodyValue | None:
