@@ -12,7 +12,11 @@ from typing import Any
 import pytest
 import torch
 
-from ember.inductor.passes.attention_rng import drop_unread_attention_rng, unread_inputs
+from ember.inductor.passes.attention_rng import (
+    drop_unread_attention_rng,
+    dropout_attention_at,
+    unread_inputs,
+)
 from ember.inductor.pipeline import compile_graph
 from ember.prims import TensorSpec, dumps, loads, trace, verify
 from ember.runtime.cudagraphs import set_recorder_factory
@@ -149,3 +153,53 @@ def test_a_forward_hands_its_attention_rng_state_back_as_the_op_made_it() -> Non
     results, problem = run_watched(namespace["call"], inputs, lambda t: t.device == META)
     assert problem is None
     assert [r.device.type for r in results] == ["meta", "meta", "cpu", "cpu"]
+
+
+def _efficient_forward(dropout_p: float) -> Any:
+    def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+        attention = torch.ops.aten._scaled_dot_product_efficient_attention.default
+        return attention(q * 2, k, v, None, True, dropout_p, True)
+
+    return forward
+
+
+@pytest.mark.parametrize("dropout_p", [0.0, 0.1])
+def test_attention_with_dropout_is_named_for_cuda_graphs(dropout_p: float) -> None:
+    """Its philox seed and offset switch between CPU tensors (outside a capture) and device
+    tensors (inside one): a float32 GPT-2 with attention dropout crashed in the backward under
+    mode="reduce-overhead" on the H100. The forward and the backward are both named."""
+    inputs = [torch.empty(2, 2, 8, 16, device=META) for _ in range(3)]
+    forward = trace(_efficient_forward(dropout_p), *inputs)
+    backward = trace(_efficient_backward(dropout_p), *_arguments())
+    if dropout_p == 0:
+        assert dropout_attention_at(forward) is None
+        assert dropout_attention_at(backward) is None
+        return
+    for graph in (forward, backward):
+        where = dropout_attention_at(graph)
+        assert where is not None and "efficient_attention" in where and "dropout 0.1" in where
+
+
+def test_a_cuda_graph_with_attention_dropout_runs_without_cuda_graphs(
+    no_gpu_tree: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ember.prims.logs import topic_logger
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    inputs = (torch.randn(3),)
+    compiled = compile_graph(trace(fn, *inputs), inputs)
+    compiled._graph = trace(_efficient_forward(0.1), *[torch.empty(2, 2, 8, 16, device=META)] * 3)
+    hints = topic_logger("perf_hints")
+    level = hints.level
+    hints.setLevel("WARNING")
+    try:
+        with caplog.at_level("WARNING"):
+            function = compiled.use_cudagraphs(torch.device("cuda", 0))
+    finally:
+        hints.setLevel(level)
+    assert function is None  # not a tree member: it runs as compiled, every call
+    assert any(
+        "cpu_in_graph" in r.getMessage() and "dropout" in r.getMessage() for r in caplog.records
+    )

@@ -195,26 +195,26 @@ def test_dropout_training_backward_replays_the_forwards_mask(
     _assert_fresh_masks(masks, p)
 
 
-def test_training_with_dropout_records_forward_and_backward(
+def test_training_with_attention_dropout_runs_without_cuda_graphs(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """GPT-2 with its dropouts on: residual dropout draws its seeds on the GPU, and the
-    memory-efficient attention's RNG state, CPU tensors outside a capture, is a device tensor
-    in the recorded forward (torch's capture path), which the backward then reads in place.
+    """GPT-2 with its dropouts on, in float32: its attention is memory-efficient attention,
+    whose philox seed and offset are CPU tensors outside a capture and device tensors inside
+    one. Recording such graphs crashed the process in the backward (segmentation fault, H100,
+    2026-11-25), so they run without CUDA graphs, with the reason logged; training works.
     The values follow ember's random stream, not eager's: only finiteness is compared."""
     reset_trees()
     model = _gpt2(dropout=0.1)
     compiled = _compile(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for step in range(6):
-        tokens = (torch.arange(16, device=CUDA).view(2, 8) * (step + 1)) % 64
-        optimizer.zero_grad()
-        loss = compiled(tokens).float().square().mean()
-        loss.backward()
-        optimizer.step()
-        assert torch.isfinite(loss), step
+    with caplog.at_level(logging.WARNING):
+        for step in range(6):
+            tokens = (torch.arange(16, device=CUDA).view(2, 8) * (step + 1)) % 64
+            optimizer.zero_grad()
+            loss = compiled(tokens).float().square().mean()
+            loss.backward()
+            optimizer.step()
+            assert torch.isfinite(loss), step
     assert all(torch.isfinite(p).all() for p in model.parameters())
-    tree = tree_for(CUDA)
-    roots = [node for nodes in tree.roots.values() for node in nodes]
-    assert roots and any(root.children for root in roots), _why(caplog)
-    assert tree.replays >= 4, _why(caplog)
+    assert "efficient_attention" in _why(caplog) and "dropout" in _why(caplog), _why(caplog)
+    assert tree_for(CUDA).replays == 0, _why(caplog)

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ember.inductor.errors import DeviceMismatchError
-from ember.inductor.passes.attention_rng import unread_inputs
+from ember.inductor.passes.attention_rng import dropout_attention_at, unread_inputs
 from ember.prims import (
     Graph,
     Ref,
@@ -83,7 +83,11 @@ class CompiledGraph:
             mutated_positions=mutated_inputs(self._graph),
             unread_positions=unread_inputs(self._graph),
             mode=mode,
-            host_tensor_at=host_tensor_at(self._graph) if device.type == "cuda" else None,
+            host_tensor_at=(
+                host_tensor_at(self._graph) or dropout_attention_at(self._graph)
+                if device.type == "cuda"
+                else None
+            ),
         )
         self.call = call
         function = getattr(call, "function", None)

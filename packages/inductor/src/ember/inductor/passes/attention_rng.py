@@ -79,6 +79,42 @@ def _static_tensor(spec: object) -> bool:
     return isinstance(spec, TensorSpec) and spec.is_static()
 
 
+# memory-efficient attention ops whose dropout draws philox state that torch returns as CPU
+# tensors outside a CUDA graph capture and as device tensors inside one
+EFFICIENT_ATTENTION = frozenset(
+    {
+        "aten::_scaled_dot_product_efficient_attention.default",
+        "aten::_efficient_attention_forward.default",
+        *ATTENTION_BACKWARDS,
+        "aten::_efficient_attention_backward.default",
+    }
+)
+
+
+def dropout_attention_at(graph: Graph) -> str | None:
+    """Where a node of `graph` runs memory-efficient attention with dropout, as `op at
+    file:line` (None if none does). Its philox seed and offset are CPU tensors made inside the
+    Graph outside a capture and device tensors inside one, a switch CUDA graph trees do not
+    handle yet: training a float32 GPT-2 with attention dropout under mode="reduce-overhead"
+    crashed the process in the backward on the H100. Such graphs run without CUDA graphs."""
+    for node in graph.nodes:
+        if node.target not in EFFICIENT_ATTENTION:
+            continue
+        schema = op_schema(node.target)
+        names = [argument.name for argument in schema.arguments] if schema is not None else []
+        if "dropout_p" not in names:
+            continue
+        position = names.index("dropout_p")
+        dropout = node.kwargs.get(
+            "dropout_p", node.args[position] if position < len(node.args) else 0
+        )
+        if dropout == 0:
+            continue
+        where = f" at {node.source.short()}" if node.source is not None else ""
+        return f"{node.target}{where} (dropout {dropout}: its philox seed and offset)"
+    return None
+
+
 def _unread_rng_positions(node: Node) -> list[int]:
     """The argument positions of `node`'s philox seed and offset if its dropout is 0."""
     if node.target not in ATTENTION_BACKWARDS:
