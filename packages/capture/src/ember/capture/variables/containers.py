@@ -344,11 +344,7 @@ class DictViewVariable(Variable):
 
     def items(self, frame: Frame) -> list[Variable]:
         entries = self.owner.entries
-        if self.kind == "keys":
-            return [ConstantVariable(key) for key in entries]
-        if self.kind == "values":
-            return list(entries.values())
-        return [TupleVariable([ConstantVariable(k), v]) for k, v in entries.items()]
+        return mapping_view(self.kind, list(entries), lambda: list(entries.values()))
 
     def truth(self, frame: Frame) -> bool:
         return bool(self.owner.entries)
@@ -366,6 +362,19 @@ class DictViewVariable(Variable):
         if name == "mapping":
             return self.owner
         raise Unsupported(f"the method dict_{self.kind}.{name}")
+
+
+def mapping_view(
+    kind: str, keys: list[Any], values: Callable[[], list[Variable]]
+) -> list[Variable]:
+    """The members of a mapping's `keys()`, `values()` or `items()` (`kind`), its keys
+    constant; `values` is called only when they are needed (reading them may guard)."""
+    if kind == "keys":
+        return [ConstantVariable(key) for key in keys]
+    read = values()
+    if kind == "values":
+        return read
+    return [TupleVariable([ConstantVariable(k), v]) for k, v in zip(keys, read, strict=True)]
 
 
 def _view(kind: str) -> Method:

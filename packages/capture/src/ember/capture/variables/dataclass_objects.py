@@ -105,13 +105,10 @@ class MappingViewMethod(Variable):
         return f"{self.owner.cls.__name__}.{self.name}"
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        from ember.capture.variables.containers import ListVariable, TupleVariable
+        from ember.capture.variables.containers import ListVariable, mapping_view
 
         if args or kwargs:
             raise Unsupported(f"calling {self.describe()} with arguments (TypeError)")
         entries = self.owner.present_items()
-        if self.name == "keys":
-            return ListVariable([ConstantVariable(k) for k, _ in entries])
-        if self.name == "values":
-            return ListVariable([v for _, v in entries])
-        return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in entries])
+        keys = [key for key, _ in entries]
+        return ListVariable(mapping_view(self.name, keys, lambda: [v for _, v in entries]))

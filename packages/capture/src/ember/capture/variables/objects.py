@@ -190,7 +190,7 @@ class DictSubclassViewVariable(Variable):
         from ember.capture.guards.kinds import GuardKind
         from ember.capture.guards.source import DictEntrySource
         from ember.capture.variables.builder import wrap
-        from ember.capture.variables.containers import ListVariable, TupleVariable
+        from ember.capture.variables.containers import ListVariable, mapping_view
 
         if args or kwargs:
             raise Unsupported(f"calling {self.describe()} with arguments (TypeError)")
@@ -200,15 +200,17 @@ class DictSubclassViewVariable(Variable):
         if not all(isinstance(key, str | int) for key in keys):
             raise Unsupported(f"{self.describe()} of a dict with non-constant keys")
         frame.session.guard(GuardKind.DICT_KEYS, source, keys)
-        if self.name == "keys":
-            return ListVariable([ConstantVariable(key) for key in keys])
-        values = [
-            wrap(frame, dict.__getitem__(self.owner.value, key), DictEntrySource(source, key))
-            for key in keys
-        ]
-        if self.name == "values":
-            return ListVariable(values)
-        return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in zip(keys, values)])
+        mapping = self.owner.value
+        return ListVariable(
+            mapping_view(
+                self.name,
+                list(keys),
+                lambda: [
+                    wrap(frame, dict.__getitem__(mapping, key), DictEntrySource(source, key))
+                    for key in keys
+                ],
+            )
+        )
 
 
 class OpaqueMethodVariable(Variable):
