@@ -6,6 +6,7 @@ GELU, softmax and attention (bf16 autocast included)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -70,6 +71,17 @@ def _primals(module: nn.Module, x: torch.Tensor) -> tuple[list[torch.Tensor], li
     return primals, list(range(1, len(primals)))
 
 
+def _attention_partition(training: bool) -> tuple[Any, Any]:
+    """The joint trace of a seeded `_Attention` step and its min-cut partition, parameters
+    resident."""
+    torch.manual_seed(0)
+    module = _Attention().train(training)
+    x = torch.randn(2, 5, 16)
+    primals, resident = _primals(module, x)
+    joint = trace_joint(trace(module, x), [True] * len(primals))
+    return joint, partition(joint, "min_cut", resident)
+
+
 def test_op_classes() -> None:
     assert is_recomputable("aten::gelu.default") and is_fusible("aten::gelu.default")
     assert is_recomputable("aten::_to_copy.default")
@@ -132,13 +144,7 @@ def test_parameters_are_free_and_their_casts_are_recomputed() -> None:
 
 
 def test_whole_views_are_never_saved() -> None:
-    torch.manual_seed(0)
-    module = _Attention().eval()
-    x = torch.randn(2, 5, 16)
-    graph = trace(module, x)
-    primals, resident = _primals(module, x)
-    joint = trace_joint(graph, [True] * len(primals))
-    parts = partition(joint, "min_cut", resident)
+    joint, parts = _attention_partition(training=False)
     nodes = {v.name: n for n in joint.graph.nodes for v in n.output_values()}
     values = joint.graph.values()
 
@@ -184,12 +190,7 @@ def test_gradients_equal_eager_with_dropout(model: type[nn.Module], autocast: bo
 
 
 def test_random_and_matmul_results_are_saved_not_recomputed() -> None:
-    torch.manual_seed(0)
-    module = _Attention().train()
-    x = torch.randn(2, 5, 16)
-    graph = trace(module, x)
-    primals, resident = _primals(module, x)
-    parts = partition(trace_joint(graph, [True] * len(primals)), "min_cut", resident)
+    _, parts = _attention_partition(training=True)
     forward_values = {v.name for node in parts.forward.nodes for v in node.output_values()}
     for node in parts.backward.nodes:
         if any(v.name in forward_values for v in node.output_values()):
