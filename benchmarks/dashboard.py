@@ -285,7 +285,9 @@ def render(runs: list[dict[str, Any]], cases: list[dict[str, Any]], title: str) 
     parts = [f"# {title}", ""]
     for run in runs:
         parts += [
-            f"- **Run {run['run_id']}** on `{run['device']}`, {run['size']} models: "
+            f"- **Run {run['run_id']}**"
+            + (f" (resumed; {run['resumed']} cases kept)" if run.get("resumed") else "")
+            + f" on `{run['device']}`, {run['size']} models: "
             + describe(run["environment"]),
             f"  - command: `{run['command']}`; settings: {run['settings']}; limits (s): {run['limits']}",
             *concurrency_lines(run, cases),

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from benchmarks import backends, concurrency, environment, records, report
+from benchmarks import backends, concurrency, environment, records, report, resume
 from benchmarks.case import Settings
 from benchmarks.models import MODES, SIZES, SUITE, missing, spec
 from benchmarks.scheduler import Limits, run_tasks
@@ -77,6 +77,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "but other workers' compiles share the CPU with them (a correctness run of many small "
         "models, where pausing would serialize most of the run)",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run whose results.jsonl is in --out: same run id, and only the "
+        "cases without a result yet (none, or skipped when a budget ran out) are planned; a "
+        "run longer than one session or machine allows is then still one run",
+    )
     parser.add_argument("--list", action="store_true", help="list models and backends, then exit")
     return parser.parse_args(argv)
 
@@ -131,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     out = arguments.out or Path(__file__).resolve().parent / "results" / f"{stamp}-{device}"
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
+    done: set[str] = set()
+    resumed_from = None
+    if arguments.resume:
+        if not results.exists():
+            sys.exit(f"--resume: {results} does not exist; start the run without --resume")
+        resumed_from, done = resume.finished(results)
+        stamp = resumed_from
 
     # A fresh compiler cache per run: the first compile of each graph is cold; the warm
     # compile after a reset in the same process then reads this cache.
@@ -143,10 +157,11 @@ def main(argv: list[str] | None = None) -> int:
 
     plan = concurrency.plan(arguments.jobs)
     lock_path = arguments.lock_file or cache / "measurement.lock"
-    tasks = _tasks(arguments, size, dtypes)
+    tasks = [t for t in _tasks(arguments, size, dtypes) if t["id"] not in done]
     header = {
         "record": "run",
         "run_id": stamp,
+        **({"resumed": len(done)} if resumed_from else {}),
         "device": device,
         "size": size,
         "settings": vars(settings),
@@ -172,7 +187,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     records.append(results, header)
     print(environment.describe(header["environment"]), flush=True)
-    print(f"{len(tasks)} cases -> {out}", flush=True)
+    print(
+        f"{len(tasks)} cases -> {out}"
+        + (
+            f" (resuming run {stamp}: {len(done)} cases already have a result)"
+            if resumed_from
+            else ""
+        ),
+        flush=True,
+    )
 
     started = time.monotonic()
 
