@@ -7,6 +7,11 @@ backward reads, so the forward saved it (Llama's 8192 x 32000 log-probabilities,
 by the forward and read by the backward). Decomposed, the cut saves the bf16 logits (in memory
 anyway, half the bytes) and two values per row, and both halves compute the log-probabilities
 where they read them. The values are the same: inductor decomposed the op this way already.
+
+`native_batch_norm_backward` in training mode takes the running mean and variance without
+reading them: opaque, its backward node made the forward save both, and since the forward
+also writes them (the running-stat update), as copies (a ResNet-50 training step: 106 device
+copies and 106 saved buffers). Decomposed, the backward reads only what it uses.
 """
 
 from __future__ import annotations
@@ -28,4 +33,9 @@ def _log_softmax(a: torch.Tensor, dim: int, half_to_float: bool = False) -> torc
     return result
 
 
-JOINT_DECOMPOSITIONS: dict[str, Callable[..., Any]] = {"aten::_log_softmax.default": _log_softmax}
+JOINT_DECOMPOSITIONS: dict[str, Callable[..., Any]] = {
+    "aten::_log_softmax.default": _log_softmax,
+    "aten::native_batch_norm_backward.default": PRIM_DECOMPOSITIONS[
+        "aten::native_batch_norm_backward.default"
+    ],
+}
