@@ -1,15 +1,18 @@
 """`aot` and its runtime wrapper against eager: inference without a backward, what the
 compilers receive, inputs and outputs that do not require grad, non-tensor outputs, writes to
-inputs that require grad, parameters bound from the constants table, double backward."""
+inputs that require grad, parameters bound from the constants table, double backward, written
+buffers copied back in one call."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ember.autodiff import DoubleBackwardError, aot, aot_eager
 from ember.prims import Graph, Interpreter, trace
@@ -153,3 +156,36 @@ def test_min_cut_and_naive_give_the_same_gradients() -> None:
         compiled(*inputs).square().sum().backward()
         results.append([inputs[1].grad, inputs[2].grad])
     torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
+
+
+class _CountCopies(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if "copy" in str(func):
+            self.calls.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_written_buffers_are_copied_back_in_one_call() -> None:
+    """Batch norm's running stats (three buffers a layer, 159 in ResNet-50) are written back
+    with one foreach copy, not one copy (one device launch) each; values as in eager."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.BatchNorm1d(4)).train()
+    reference = copy.deepcopy(module)
+    x = torch.randn(5, 3)
+    compiled = aot_eager(trace(module, x), [x])
+    counter = _CountCopies()
+    with counter:
+        out = compiled(x)
+    expected = reference(x)
+    assert counter.calls == ["aten._foreach_copy_.default"]
+    torch.testing.assert_close(out, expected)
+    for (name, ours), theirs in zip(module.named_buffers(), reference.buffers()):
+        torch.testing.assert_close(ours, theirs, msg=name)
+    out.sum().backward()
+    expected.sum().backward()
+    for (name, p), q in zip(module.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
