@@ -35,8 +35,8 @@ logger = logging.getLogger("ember.inductor")
 MODES: dict[str, dict[str, Any]] = {
     "default": {},
     "reduce-overhead": {},
-    "max-autotune": {"max_autotune": True},
-    "max-autotune-no-cudagraphs": {"max_autotune": True},
+    "max-autotune": {"max_autotune": True, "gemm_templates": True},
+    "max-autotune-no-cudagraphs": {"max_autotune": True, "gemm_templates": True},
 }
 # modes whose compiled graphs replay as CUDA graphs (torch.compile's choice)
 CUDAGRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})

@@ -30,6 +30,15 @@ class InductorConfig:
         'keep the fastest (cached on disk); `ember.compile(mode="max-autotune")` turns it on.',
         cache_key=False,
     )
+    gemm_templates: bool = setting(
+        False,
+        env="EMBER_INDUCTOR_GEMM_TEMPLATES",
+        help="Generate Triton GEMM templates for static-shape mm/addmm/bmm on the GPU, with the "
+        "pointwise kernel that reads the product fused into them (bias, activation, residual, "
+        "cast), and choose between each template and cuBLAS by timing both on the first call "
+        '(cached on disk); `ember.compile(mode="max-autotune")` turns it on.',
+        cache_key=True,
+    )
     autotune_reductions: bool = setting(
         False,
         env="EMBER_INDUCTOR_AUTOTUNE_REDUCTIONS",

@@ -1,7 +1,7 @@
 """The inductor pipeline: one function of named passes from a Graph to a `CompiledGraph`.
 
     decompose → pad_matmuls → eliminate_common_subexpressions → eliminate_dead_code → lower
-    → schedule → check_bounds → generate → plan_memory → load
+    → schedule → gemm_templates (max-autotune) → check_bounds → generate → plan_memory → load
 
 The pass names are the names used in logs. A compiled graph (wrapper and module source) is
 cached under a key of the serialized Graph, the config and the versions; its shared library
@@ -49,6 +49,7 @@ from ember.inductor.passes.dead_code import eliminate_dead_code
 from ember.inductor.passes.pad_matmuls import pad_matmuls
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode, schedule
 from ember.inductor.scheduler.memory_planning import plan_memory
+from ember.inductor.templates.gemm import use_gemm_templates
 from ember.prims import Graph, Ref, TensorSpec, resolve_op
 from ember.prims.config import cache_key, load
 from ember.prims.decompositions import PRIM_DECOMPOSITIONS, decompose
@@ -157,6 +158,8 @@ def generate(
     scheduled: list[ScheduledNode] = timed(
         "schedule", _schedule, program, config, backend.kernel_prefix
     )
+    if config.gemm_templates and "gemm_templates" in backend.capabilities:
+        scheduled = timed("gemm_templates", use_gemm_templates, program, scheduled)
     if config.check_bounds:
         timed("check_bounds", check_bounds, scheduled, program)
     sources: dict[str, KernelSource] = timed("generate", _generate, scheduled, program, backend)

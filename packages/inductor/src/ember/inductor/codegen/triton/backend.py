@@ -23,13 +23,15 @@ from ember.inductor.codegen.triton.kernel_files import kernel_files
 from ember.inductor.codegen.triton.ops import PRELUDE, TRITON_TYPES
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
+from ember.inductor.templates.gemm import GemmKernel
+from ember.inductor.templates.gemm_writer import generate_gemm
 from ember.runtime import ArtifactCache
 
 
 class TritonBackend:
     """Generates Triton for CUDA tensors; one module per graph."""
 
-    capabilities = frozenset({"cuda"})
+    capabilities = frozenset({"cuda", "gemm_templates"})
     dtypes = frozenset(TRITON_TYPES)
     # what tl.atomic_add takes (scatter_add of other dtypes falls back)
     atomic_dtypes = frozenset(
@@ -43,6 +45,8 @@ class TritonBackend:
         self.autotune_reductions = autotune_reductions
 
     def generate(self, kernel: Kernel, program: Program) -> KernelSource:
+        if isinstance(kernel, GemmKernel):
+            return generate_gemm(kernel, program)
         return TritonKernelWriter(kernel, program).generate()
 
     def module(self, kernels: Sequence[KernelSource]) -> str:
@@ -52,12 +56,20 @@ class TritonBackend:
 
     def load(self, module: str, cache: ArtifactCache) -> dict[str, Callable[..., None]]:
         # the launcher needs triton, which only GPU installs have
+        from ember.inductor.templates.gemm_choice import load_gemm
         from ember.runtime import LaunchConfig, TritonKernel, compile_kernels, load_triton_module
 
         loaded = load_triton_module(module, cache)
         files = kernel_files(module, loaded.KERNELS)  # the same kernel hits Triton's cache
         kernels: dict[str, TritonKernel] = {}
+        choices: dict[str, Callable[..., None]] = {}
         for name, launch in loaded.KERNELS.items():
+            if "gemm" in launch:  # a GEMM template: it or cuBLAS, chosen by measurement
+                choices[name], parts = load_gemm(
+                    module, name, launch, files[name], cache, autotune=self.max_autotune
+                )
+                kernels.update({f"{name}/{part.name}": part for part in parts})
+                continue
             configs = [
                 LaunchConfig(
                     tuple(config["constants"].items()),
@@ -78,7 +90,10 @@ class TritonBackend:
             )
         if kernels and not _interpreting() and torch.cuda.is_available():
             compile_kernels(list(kernels.values()))
-        return dict(kernels)
+        loaded_kernels: dict[str, Callable[..., None]] = {
+            name: kernel for name, kernel in kernels.items() if "/" not in name
+        }
+        return {**loaded_kernels, **choices}
 
     def pointer(self, tensor: str) -> str:
         return tensor

@@ -1,0 +1,257 @@
+"""The runtime choice between a GEMM template and the vendor library, by measurement.
+
+A `GemmChoice` is what the wrapper calls for a `GemmKernel` (`choice(numel, *storages)`, the
+calling convention of a Triton kernel). On its first call on a GPU it times, on the real
+tensors (written ones cloned), the template (whose own block configurations ember-runtime
+autotunes first) and the vendor path: torch's `mm`/`addmm`/`bmm` (cuBLAS) into the result,
+then the epilogue as its own kernel. The faster one runs from then on. The choice is kept in
+ember-runtime's artifact cache under the module's source digest, the kernel, its sizes and
+the device name, so another process reuses it, and logged under `EMBER_LOGS=autotune`.
+Under `TRITON_INTERPRET=1` (CPU tests) the template always runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from ember.runtime import ArtifactCache, LaunchConfig, TritonKernel
+from ember.runtime.triton import AutotuneKey, Autotuner
+
+TEMPLATE = LaunchConfig((("TEMPLATE", 1),))
+VENDOR = LaunchConfig((("VENDOR", 1),))
+
+_OPS: dict[str, Callable[..., Any]] = {
+    "aten::mm.default": torch.mm,
+    "aten::addmm.default": torch.addmm,
+    "aten::bmm.default": torch.bmm,
+}
+
+
+class VendorGemm:
+    """The vendor-library path: torch's matmul into the result, then the epilogue kernel."""
+
+    def __init__(
+        self,
+        description: dict[str, Any],
+        params: Sequence[str],
+        epilogue: TritonKernel | None,
+        epilogue_arguments: Sequence[str],
+        epilogue_numel: int,
+    ) -> None:
+        positions = {name: i for i, name in enumerate(params)}
+        self.op = _OPS[description["target"]]
+        self.alpha = float(description["alpha"])
+        self.beta = float(description["beta"])
+        batch, m, n, _ = description["shape"]
+        batched = description["target"] == "aten::bmm.default"
+        self.result_size: tuple[int, ...] = (batch, m, n) if batched else (m, n)
+        self.dtype = getattr(torch, str(description["dtype"]).removeprefix("torch."))
+        self.a = _operand_view(description["a"], positions)
+        self.b = _operand_view(description["b"], positions)
+        bias = description["bias"]
+        self.bias = None if bias is None else _operand_view(bias, positions)
+        result = f"p_{description['result']}"
+        self.result = positions.get(result)  # None: the template keeps it in registers
+        self.epilogue = epilogue
+        self.epilogue_numel = epilogue_numel
+        # each epilogue argument: a position in the template's arguments, or -1 for the result
+        self.epilogue_positions = [
+            -1 if f"p_{name}" == result else positions[f"p_{name}"] for name in epilogue_arguments
+        ]
+
+    def __call__(self, numel: int, *args: Any) -> None:
+        a, b = _view(args, self.a), _view(args, self.b)
+        bias = None if self.bias is None else _view(args, self.bias)
+        if self.result is not None:
+            target = args[self.result]
+            contiguous = _contiguous(self.result_size)
+            out = torch.as_strided(target, self.result_size, contiguous, target.storage_offset())
+        else:
+            out = torch.empty(self.result_size, dtype=self.dtype, device=a.device)
+        if bias is not None:
+            self.op(bias, a, b, beta=self.beta, alpha=self.alpha, out=out)
+        else:
+            self.op(a, b, out=out)
+        if self.epilogue is not None:
+            call = [out if p < 0 else args[p] for p in self.epilogue_positions]
+            self.epilogue(self.epilogue_numel, *call)
+
+
+class GemmChoice:
+    """Runs a GEMM template or the vendor path, whichever measured faster (see the module)."""
+
+    def __init__(
+        self,
+        module: ModuleType,
+        name: str,
+        template: TritonKernel,
+        vendor: VendorGemm,
+        *,
+        source_digest: str,
+        autotuner: Autotuner,
+        mutated: Sequence[str],
+    ) -> None:
+        self.module = module
+        self.name = name
+        self.template = template
+        self.vendor = vendor
+        self.source_digest = source_digest
+        self.autotuner = autotuner
+        self.mutated = [template.params.index(param) for param in mutated]
+        self.chosen: str | None = None
+        self._lock = threading.Lock()
+        self.launch: Callable[..., None] = self._first_call
+
+    def __call__(self, numel: int, *args: Any) -> None:
+        self.launch(numel, *args)
+
+    def __repr__(self) -> str:
+        return f"GemmChoice({self.name}, chosen={self.chosen})"
+
+    def _first_call(self, numel: int, *args: Any) -> None:
+        with self._lock:
+            if self.launch == self._first_call:
+                self.launch = self._choose(numel, args)
+        self.launch(numel, *args)
+
+    def _choose(self, numel: int, args: tuple[Any, ...]) -> Callable[..., None]:
+        from ember.runtime.triton.kernel import interpreting
+
+        if interpreting(self.template.function) or not torch.cuda.is_available():
+            self.chosen = "template"
+            return self.template
+        return self.measure(numel, args)
+
+    def measure(self, numel: int, args: tuple[Any, ...]) -> Callable[..., None]:
+        """Time the template and the vendor path on `args` (written tensors cloned) and return
+        the faster, or the choice cached for these sizes on this device."""
+        scratch = list(args)
+        for position in self.mutated:  # benchmarks must not accumulate into live tensors
+            scratch[position] = args[position].clone()
+        self.template(numel, *scratch)  # autotunes the template's configurations first
+        device = args[self.template.pointers[0]].device
+        on_gpu = device.type == "cuda"
+        key = AutotuneKey(
+            source=self.source_digest,
+            kernel=f"{self.name}:vendor-or-template",
+            sizes=(numel,),
+            device=torch.cuda.get_device_name(device) if on_gpu else device.type,
+        )
+        launches = {
+            TEMPLATE: lambda: self.template(numel, *scratch),
+            VENDOR: lambda: self.vendor(numel, *scratch),
+        }
+        with torch.cuda.device(device) if on_gpu else contextlib.nullcontext():
+            chosen = self.autotuner.choose(key, [TEMPLATE, VENDOR], launches.__getitem__)
+        self.chosen = "template" if chosen == TEMPLATE else "vendor"
+        return self.template if chosen == TEMPLATE else self.vendor
+
+
+def _contiguous(size: Sequence[int]) -> tuple[int, ...]:
+    strides: list[int] = []
+    running = 1
+    for extent in reversed(size):
+        strides.append(running)
+        running *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+OperandView = tuple[int, tuple[int, ...], tuple[int, ...], int]
+
+
+def _operand_view(view: Sequence[Any], positions: dict[str, int]) -> OperandView:
+    """(argument position, size, stride, offset) of an operand the template describes."""
+    storage, size, stride, offset = view
+    return positions[f"p_{storage}"], tuple(size), tuple(stride), int(offset)
+
+
+def _view(args: Sequence[Any], view: OperandView) -> torch.Tensor:
+    """A kernel argument seen as the extern call's operand (offsets count from its first
+    element, as the template's pointer arithmetic does)."""
+    position, size, stride, offset = view
+    tensor: torch.Tensor = args[position]
+    return torch.as_strided(tensor, size, stride, tensor.storage_offset() + offset)
+
+
+def load_gemm(
+    module: str,
+    name: str,
+    launch: dict[str, Any],
+    file: str,
+    cache: ArtifactCache,
+    *,
+    autotune: bool,
+    autotuner: Autotuner | None = None,
+) -> tuple[GemmChoice, list[TritonKernel]]:
+    """The `GemmChoice` for kernel `name` of a graph's `module` (its launch data `launch`, its
+    own file `file`) and the Triton kernels to compile ahead (the template, the epilogue)."""
+    from ember.inductor.codegen.triton.kernel_files import kernel_files
+    from ember.runtime import load_triton_module
+    from ember.runtime.triton.module import source_digest
+
+    template_module = load_triton_module(file, cache)
+    template = TritonKernel(
+        template_module,
+        name,
+        signature=launch["signature"],
+        configs=_configs(launch["configs"]),
+        grid_block="XBLOCK",
+        mutated=tuple(launch["mutated"]),
+        autotune=autotune,
+        cache=cache,
+    )
+    description = launch["gemm"]
+    epilogue: TritonKernel | None = None
+    arguments: list[str] = []
+    numel = 0
+    extra = description.get("epilogue_kernel")
+    if extra is not None:
+        files = kernel_files(module, [extra["name"]])
+        epilogue = TritonKernel(
+            load_triton_module(files[extra["name"]], cache),
+            extra["name"],
+            signature=extra["launch"]["signature"],
+            configs=_configs(extra["launch"]["configs"]),
+            grid_block="XBLOCK",
+            mutated=tuple(extra["launch"]["mutated"]),
+            autotune=autotune,
+            cache=cache,
+        )
+        arguments = list(extra["arguments"])
+        numel = int(extra["grid"][0])
+    vendor = VendorGemm(description, template.params, epilogue, arguments, numel)
+    choice = GemmChoice(
+        template_module,
+        name,
+        template,
+        vendor,
+        source_digest=source_digest(template_module),
+        autotuner=autotuner or Autotuner(cache),
+        mutated=tuple(launch["mutated"]),
+    )
+    return choice, [template] + ([epilogue] if epilogue is not None else [])
+
+
+def _configs(configs: Sequence[dict[str, Any]]) -> list[LaunchConfig]:
+    interpreted = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    return [
+        LaunchConfig(
+            tuple(
+                (name, int(interpreted) if name == "UPCAST" else value)
+                for name, value in config["constants"].items()
+            ),
+            num_warps=config["num_warps"],
+            num_stages=config["num_stages"],
+        )
+        for config in configs
+    ]
+
+
+__all__ = ["GemmChoice", "VendorGemm", "load_gemm"]

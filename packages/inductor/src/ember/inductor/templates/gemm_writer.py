@@ -1,0 +1,220 @@
+"""The Triton source of a `GemmKernel`: a tiled matmul (`tl.dot`, float32 accumulation) and
+its fused epilogue, generated from ember's loop IR.
+
+A program computes one `BLOCK_M x BLOCK_N` tile of one batch entry; tiles are ordered in
+groups of `GROUP_M` rows (the group-M swizzle: neighbouring programs share operand blocks in
+L2). The launcher's grid is `cdiv(numel, XBLOCK)` with `XBLOCK = BLOCK_M * BLOCK_N` and
+`numel = batch * roundup(M, 256) * roundup(N, 256)`, so every configuration gets at least one
+program per tile; programs past the last tile do nothing. Sizes, strides and offsets are
+literals. Rows and columns past the edge read row 0 (`% M`), the K tail is masked when K is
+not a multiple of `BLOCK_K` (a compile-time branch), and every store is masked.
+
+After the K loop the accumulator becomes the matmul's result (`alpha * acc + beta * bias`,
+rounded to the result dtype as eager rounds it), and the fused epilogue's members run on the
+tile with their loop variables recovered from the tile's flat indices (`xindex`, 2-D): every
+load of the result takes the register, other loads (bias, residual) read memory at their
+own indices, stores are masked by `xmask`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ember.inductor.codegen.backend import KernelArgument, KernelSource
+from ember.inductor.codegen.kernel_names import name_by_content
+from ember.inductor.codegen.triton.kernel import TritonKernelWriter
+from ember.inductor.codegen.triton.ops import HALF_TYPES, POINTER_TYPES, TRITON_TYPES
+from ember.inductor.ir.program import Program
+from ember.inductor.templates.configs import GRID_UNIT, gemm_configs
+from ember.inductor.templates.gemm import Gemm, GemmKernel, Operand
+
+# UPCAST (0 on GPUs) makes tl.dot take float32 operands: Triton 3.6's interpreter multiplies
+# bfloat16 blocks wrongly (it reads their bits as integers), so interpreted runs set it.
+CONSTEXPRS = ("XBLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "UPCAST")
+
+
+def _roundup(value: int, unit: int) -> int:
+    return -(-value // unit) * unit
+
+
+class GemmWriter(TritonKernelWriter):
+    """Builds the source of one GEMM template kernel and its launch metadata."""
+
+    def __init__(self, kernel: GemmKernel, program: Program) -> None:
+        super().__init__(kernel, program)
+        assert kernel.gemm is not None
+        self.gemm: Gemm = kernel.gemm
+        self.gemm_kernel = kernel
+        self.reduces = False  # the epilogue is pointwise over the tile
+
+    def generate(self) -> KernelSource:
+        gemm = self.gemm
+        body_lines = self._gemm_body()
+        arguments = [KernelArgument(name, "pointer") for name in self.storages]
+        params = [f"p_{a.name}" for a in arguments]
+        params += [f"{name}: tl.constexpr" for name in CONSTEXPRS]
+        lines = dict.fromkeys(line for m in self.kernel.members for line in m.node.sources)
+        comments = [f"# {line}" for line in lines]
+        header = [*comments, "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):"]
+        signature = {
+            f"p_{a.name}": POINTER_TYPES[self.program.storages[a.name].dtype] for a in arguments
+        }
+        configs = gemm_configs(gemm.m, gemm.n, gemm.k, gemm.dtype)
+        numel = gemm.batch * _roundup(gemm.m, GRID_UNIT) * _roundup(gemm.n, GRID_UNIT)
+        launch: dict[str, object] = {
+            "signature": signature,
+            "configs": [config.as_json() for config in configs],
+            "mutated": [f"p_{name}" for name in self.written if name in self.storages],
+            "persistent": False,
+            "gemm": _extern_description(gemm, self.gemm_kernel),
+        }
+        text = "\n".join([*header, *body_lines])
+        epilogue = self.gemm_kernel.epilogue
+        if epilogue is not None:  # the epilogue alone, for the vendor path (cuBLAS, then it)
+            alone = name_by_content(
+                TritonKernelWriter(epilogue, self.program).generate(),
+                sorted(epilogue.local_buffers),
+            )
+            assert all(a.kind == "pointer" for a in alone.arguments)
+            launch["gemm"]["epilogue_kernel"] = {  # type: ignore[index]
+                "name": alone.name,
+                "arguments": [a.name for a in alone.arguments],
+                "grid": alone.grid,
+                "launch": alone.launch,
+            }
+            text = f"{text}\n\n\n{alone.source}"
+        return KernelSource(
+            self.kernel.name,
+            text,
+            arguments,
+            launch=launch,
+            grid=[str(numel)],
+        )
+
+    def _use(self, storage: str) -> str:
+        self.storages[storage] = None
+        return f"p_{storage}"
+
+    def _operand_pointers(self, name: str, operand: Operand, rows: str, cols: str) -> None:
+        parts = [str(operand.offset)] if operand.offset else []
+        if operand.batch_stride and self.gemm.batch > 1:
+            parts.append(f"pid_b * {operand.batch_stride}")
+        if operand.row_stride:
+            parts.append(f"{rows}[:, None] * {operand.row_stride}")
+        if operand.col_stride:
+            parts.append(f"{cols}[None, :] * {operand.col_stride}")
+        parts.append(f"0 * ({rows}[:, None] + {cols}[None, :])")  # the tile's shape
+        self.line(f"{name} = {self._use(operand.storage)} + ({' + '.join(parts)})")
+
+    def _gemm_body(self) -> list[str]:
+        gemm = self.gemm
+        m, n, k = gemm.m, gemm.n, gemm.k
+        self.lines = []
+        self.depth = 1
+        index_type = "tl.int64" if self.wide else "tl.int32"
+        self.line(f"pid = tl.program_id(0).to({index_type})")
+        self.line(f"grid_m = ({m} + BLOCK_M - 1) // BLOCK_M")
+        self.line(f"grid_n = ({n} + BLOCK_N - 1) // BLOCK_N")
+        self.line("tiles = grid_m * grid_n")
+        with self.block(f"if pid < {gemm.batch} * tiles:"):
+            self.line("pid_b = pid // tiles")
+            self.line("tile = pid % tiles")
+            self.line("width = GROUP_M * grid_n")
+            self.line("first_m = (tile // width) * GROUP_M")
+            self.line("group_rows = tl.minimum(grid_m - first_m, GROUP_M)")
+            self.line("pid_m = first_m + (tile % width) % group_rows")
+            self.line("pid_n = (tile % width) // group_rows")
+            self.line("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
+            self.line("rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+            # rows and columns past the edge read row 0 (their results are never stored);
+            # whole tiles let Triton vectorize along a contiguous dimension
+            with self.block(f"if {m} % BLOCK_M == 0:"):
+                self.line("ram = tl.max_contiguous(tl.multiple_of(rm, BLOCK_M), BLOCK_M)")
+            with self.block("else:"):
+                self.line(f"ram = rm % {m}")
+            with self.block(f"if {n} % BLOCK_N == 0:"):
+                self.line("rbn = tl.max_contiguous(tl.multiple_of(rn, BLOCK_N), BLOCK_N)")
+            with self.block("else:"):
+                self.line(f"rbn = rn % {n}")
+            self.line("rk = tl.arange(0, BLOCK_K)")
+            self._operand_pointers("a_ptrs", gemm.a, "ram", "rk")
+            self._operand_pointers("b_ptrs", gemm.b, "rk", "rbn")
+            self.line("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+            precision = ', input_precision="ieee"' if gemm.dtype == torch.float32 else ""
+            with self.block(f"for k in range(0, {k}, BLOCK_K):"):
+                with self.block(f"if {k} % BLOCK_K == 0:"):
+                    self.line("a = tl.load(a_ptrs)")
+                    self.line("b = tl.load(b_ptrs)")
+                with self.block("else:"):
+                    self.line(f"a = tl.load(a_ptrs, mask=rk[None, :] < {k} - k, other=0.0)")
+                    self.line(f"b = tl.load(b_ptrs, mask=rk[:, None] < {k} - k, other=0.0)")
+                with self.block("if UPCAST:"):
+                    self.line("a = a.to(tl.float32)")
+                    self.line("b = b.to(tl.float32)")
+                self.line(f"acc += tl.dot(a, b{precision})")
+                self.line(f"a_ptrs += BLOCK_K * {gemm.a.col_stride}")
+                self.line(f"b_ptrs += BLOCK_K * {gemm.b.row_stride}")
+            self.line(f"xindex = pid_b * {m * n} + rm[:, None] * {n} + rn[None, :]")
+            self.line(f"xmask = (rm < {m})[:, None] & (rn < {n})[None, :]")
+            self._result()
+            self._split("xindex", "x", self.kernel.outer)
+            for member in self.kernel.members[1:]:
+                self._store(member, self.value(member.body, {}))
+        return self.lines
+
+    def _result(self) -> None:
+        """The matmul's value on the tile, as eager's kernel returns it."""
+        gemm = self.gemm
+        value = "acc" if gemm.alpha == 1.0 else f"acc * {gemm.alpha!r}"
+        if gemm.bias is not None and gemm.beta != 0.0:
+            bias = gemm.bias
+            parts = [str(bias.offset)] if bias.offset else []
+            if bias.row_stride:
+                parts.append(f"rm[:, None] * {bias.row_stride}")
+            if bias.col_stride:
+                parts.append(f"rn[None, :] * {bias.col_stride}")
+            parts.append("0 * xindex")
+            pointer = f"{self._use(bias.storage)} + ({' + '.join(parts)})"
+            self.line(f"bias = tl.load({pointer}, xmask, other=0.0).to(tl.float32)")
+            scaled = "bias" if gemm.beta == 1.0 else f"bias * {gemm.beta!r}"
+            value = f"{value} + {scaled}"
+        stored_type = TRITON_TYPES[gemm.dtype]
+        self.line(f"result = ({value}).to({stored_type})")
+        if gemm.store_result:
+            self.written[gemm.result] = None
+            self.line(f"tl.store({self._use(gemm.result)} + xindex, result, xmask)")
+        register = "result.to(tl.float32)" if gemm.dtype in HALF_TYPES else "result"
+        self.line(f"result_value = {register}")
+        self.locals[gemm.result] = "result_value"
+
+
+def _extern_description(gemm: Gemm, kernel: GemmKernel) -> dict[str, object]:
+    """What the runtime choice needs to run the vendor library instead (`gemm_choice.py`)."""
+
+    def view(operand: Operand | None) -> list[object] | None:
+        if operand is None:
+            return None
+        layout = operand.layout
+        return [operand.storage, [int(s) for s in layout.size], [int(s) for s in layout.stride],
+                int(layout.offset)]  # fmt: skip
+
+    return {
+        "target": gemm.target,
+        "a": view(gemm.a),
+        "b": view(gemm.b),
+        "bias": view(gemm.bias),
+        "alpha": gemm.alpha,
+        "beta": gemm.beta,
+        "result": gemm.result,
+        "shape": [gemm.batch, gemm.m, gemm.n, gemm.k],
+        "dtype": str(gemm.dtype),
+        "epilogue": kernel.epilogue is not None,
+    }
+
+
+def generate_gemm(kernel: GemmKernel, program: Program) -> KernelSource:
+    """The source of `kernel` (see the module)."""
+    return GemmWriter(kernel, program).generate()
+
+
+__all__ = ["GemmWriter", "generate_gemm"]
