@@ -14,6 +14,7 @@ import torch
 from ember.capture.guards.kinds import GuardKind
 from ember.capture.guards.source import AttrSource, Source
 from ember.capture.unsupported import Unsupported
+from ember.capture.variables.attention_mask import attention_arguments, is_attention
 from ember.capture.variables.base import Variable
 from ember.capture.variables.constant import ConstantVariable
 from ember.prims import Node, TraceError, register_op
@@ -179,7 +180,15 @@ class TorchFunctionVariable(Variable):
             return ConstantVariable(query())
         real_args = [arg.realize() for arg in args]
         real_kwargs = {key: arg.realize() for key, arg in kwargs.items()}
+        if is_attention(self.fn):
+            return wrap_result(
+                frame, call_traced(frame, lambda: self._attention(real_args, real_kwargs))
+            )
         return wrap_result(frame, call_traced(frame, lambda: self.fn(*real_args, **real_kwargs)))
+
+    def _attention(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        args, kwargs = attention_arguments(args, kwargs)
+        return self.fn(*args, **kwargs)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         from ember.capture.variables.builder import wrap_result
