@@ -1,11 +1,19 @@
 """The Python wrapper: literal arguments of extern calls are spelled as Python values (a
-complex scalar: polar's backward multiplies by 1j)."""
+complex scalar: polar's backward multiplies by 1j); the per-call path: kernels called through
+their `launch`, one-tensor extern results bound with no helper call, restrides that only
+view when the memory is the same."""
 
 from __future__ import annotations
+
+import sys
+from typing import Any
 
 import torch
 
 import ember
+from ember import prims
+from ember.inductor.codegen.wrapper import restride, wrapper_namespace
+from ember.inductor.pipeline import compile_graph
 
 
 def test_a_complex_literal_reaches_an_extern_call() -> None:
@@ -13,3 +21,78 @@ def test_a_complex_literal_reaches_an_extern_call() -> None:
     angle = torch.randn(5, requires_grad=True)
     compiled = ember.compile(lambda r, a: torch.polar(r, a), backend="inductor")
     torch.testing.assert_close(compiled(radius, angle), torch.polar(radius, angle))
+
+
+def _conv_relu(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.conv2d(x, w).relu() + 1
+
+
+def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(2, 3, 6, 6, generator=generator), torch.randn(
+        4, 3, 3, 3, generator=generator
+    )
+
+
+def test_a_one_tensor_extern_result_needs_no_helper_call() -> None:
+    """A convolution's result is bound as it comes and its strides compared inline: no
+    Python call per extern besides the op (it was flatten_result and restride each)."""
+    x, w = _inputs()
+    compiled = compile_graph(prims.trace(_conv_relu, x, w), (x, w))
+    expected = _conv_relu(x, w)
+    torch.testing.assert_close(compiled(x, w), expected)
+    helpers: list[str] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.endswith("codegen/wrapper.py"):
+            helpers.append(frame.f_code.co_name)
+
+    sys.setprofile(watch)
+    try:
+        out = compiled(x, w)
+    finally:
+        sys.setprofile(None)
+    assert helpers == []
+    torch.testing.assert_close(out, expected)
+
+
+class _Kernel:
+    """A kernel whose `launch` is the fast path and whose `__call__` is the slow one."""
+
+    def __init__(self, kernel: Any, slow: list[str]) -> None:
+        self.launch = getattr(kernel, "launch", kernel)
+        self._slow = slow
+
+    def __call__(self, *args: Any) -> None:
+        self._slow.append("__call__")
+        self.launch(*args)
+
+
+def test_kernels_are_called_through_their_launch_fast_path() -> None:
+    """A Triton kernel's `launch` is its generated launch once bound; `kernel(...)` added a
+    frame (TritonKernel.__call__) to each of the ~400 launches of a ResNet-50 training step."""
+    x, w = _inputs()
+    compiled = compile_graph(prims.trace(_conv_relu, x, w), (x, w))
+    namespace = compiled.call.__globals__  # the loaded wrapper's own globals
+    slow: list[str] = []
+    kernels = {name: _Kernel(kernel, slow) for name, kernel in namespace["kernels"].items()}
+    loaded = wrapper_namespace(kernels, namespace["ops"])
+    exec(compile(compiled.source, "<wrapper>", "exec"), loaded)  # noqa: S102
+    out = loaded["call"]([x, w])
+    assert kernels and slow == []
+    torch.testing.assert_close(out[0], _conv_relu(x, w))
+
+
+def test_restride_views_a_tensor_whose_strides_differ_only_in_size_one_dims() -> None:
+    """cuDNN's weight gradient of a 1x1 convolution in channels-last has strides (C, 1, C, C)
+    where the Graph declares (C, 1, 1, 1): the same memory, viewed, not copied."""
+    grad = torch.empty(8, 4, 1, 1, memory_format=torch.channels_last).normal_()
+    assert grad.stride() == (4, 1, 4, 4)
+    out = restride(grad, (8, 4, 1, 1), (4, 1, 1, 1))
+    assert out.stride() == (4, 1, 1, 1)
+    assert out.data_ptr() == grad.data_ptr()
+    torch.testing.assert_close(out, grad)
+    moved = torch.randn(8, 4, 2, 2).contiguous(memory_format=torch.channels_last)
+    copied = restride(moved, (8, 4, 2, 2), (16, 4, 2, 1))  # other memory order: a copy
+    assert copied.stride() == (16, 4, 2, 1) and copied.data_ptr() != moved.data_ptr()
+    torch.testing.assert_close(copied, moved)

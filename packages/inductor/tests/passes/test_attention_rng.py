@@ -119,6 +119,7 @@ def test_a_forward_hands_its_attention_rng_state_back_as_the_op_made_it() -> Non
     CUDA wrapper runs here on meta tensors, kernels skipped, the attention answering as on a
     GPU; the warm-up watcher of mode="reduce-overhead" looks for the copy."""
     import collections
+    import types
 
     from ember.inductor.codegen.triton import TritonBackend
     from ember.inductor.codegen.wrapper import wrapper_namespace
@@ -147,7 +148,8 @@ def test_a_forward_hands_its_attention_rng_state_back_as_the_op_made_it() -> Non
     artifact = generate(trace(forward, *inputs), TritonBackend(), load(InductorConfig), META)
     ops = {target: resolve_op(target) for target in artifact["targets"]}
     ops["aten::_scaled_dot_product_efficient_attention.default"] = as_on_a_gpu
-    kernels: dict[str, Any] = collections.defaultdict(lambda: lambda *args: None)
+    skipped = types.SimpleNamespace(launch=lambda *args: None)  # the wrapper calls `.launch`
+    kernels: dict[str, Any] = collections.defaultdict(lambda: skipped)
     namespace = wrapper_namespace(kernels, ops)
     exec(compile(artifact["wrapper"], "<wrapper>", "exec"), namespace)  # noqa: S102
     results, problem = run_watched(namespace["call"], inputs, lambda t: t.device == META)

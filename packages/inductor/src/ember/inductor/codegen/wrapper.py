@@ -1,8 +1,9 @@
 """The Python wrapper: the function that runs a compiled graph.
 
 It binds inputs and size symbols, allocates buffers (`empty_strided`, or a view of dead
-memory: `scheduler/memory_planning.py`), calls each kernel with its storages' pointers, calls
-extern ops with strided views, frees each buffer after its last use, and returns the outputs
+memory: `scheduler/memory_planning.py`), calls each kernel with its storages' pointers (through
+its `launch` fast path), calls extern ops with strided views (a one-tensor result bound and its
+strides checked inline), frees each buffer after its last use, and returns the outputs
 as views of the storages they live in (so an output that aliases an input aliases it here
 too). Its source is plain text: it is cached, and printed under
 `EMBER_LOGS=output_code`.
@@ -23,6 +24,7 @@ from ember.inductor.ir.program import ExternNode, Program, TensorArg
 from ember.inductor.ir.tensors import Layout
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode
 from ember.inductor.scheduler.memory_planning import Allocation, MemoryPlan, plan_memory
+from ember.prims.ops import op_schema
 
 
 def generate_wrapper(
@@ -60,7 +62,8 @@ def generate_wrapper(
             call_args = [*source.grid] + [
                 backend.pointer(a.name) if a.kind == "pointer" else a.name for a in source.arguments
             ]
-            emit(f"    kernels[{source.name!r}]({', '.join(call_args)})")
+            # `.launch`: a Triton kernel's bound fast path (one Python frame, not two)
+            emit(f"    kernels[{source.name!r}].launch({', '.join(call_args)})")
         else:
             _extern(emit, item, program)
         dead = plan.releases.get(position)
@@ -145,6 +148,17 @@ def _extern(emit: Any, node: ExternNode, program: Program) -> None:
     if not any(o is not None for o in node.outputs):
         emit(f"    {call}{note}")
         return
+    single = node.outputs[0] if len(node.outputs) == 1 and _returns_a_tensor(node.target) else None
+    if single is not None:
+        # one tensor: bound directly, restrided only when its strides differ (no call per
+        # extern to flatten the result or to compare strides)
+        emit(f"    {single} = {call}{note}")
+        declared = program.storages[single].declared
+        if declared is not None:
+            size, stride = _shape(declared.size), _shape(declared.stride)
+            emit(f"    if {single}.stride() != {stride}:")
+            emit(f"        {single} = restride({single}, {size}, {stride})")
+        return
     emit(f"    result = flatten_result({call}){note}")
     for position, storage in enumerate(node.outputs):
         if storage is None:
@@ -156,6 +170,17 @@ def _extern(emit: Any, node: ExternNode, program: Program) -> None:
         size, stride = _shape(declared.size), _shape(declared.stride)
         emit(f"    {storage} = restride(result[{position}], {size}, {stride})")
     emit("    del result")  # each output's lifetime is its own name's
+
+
+def _returns_a_tensor(target: str) -> bool:
+    """Whether the op's schema returns exactly one Tensor (not a tuple or list)."""
+    try:
+        schema = op_schema(target)
+    except (KeyError, ValueError):
+        return False
+    if schema is None or len(schema.returns) != 1:
+        return False
+    return isinstance(schema.returns[0].type, torch.TensorType)
 
 
 def _output(arg: object, program: Program) -> str:
@@ -175,16 +200,36 @@ def flatten_result(result: Any) -> list[Any]:
 
 
 def restride(tensor: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> torch.Tensor:
-    """`tensor` if it has the strides the kernels were generated for, else a copy that has
-    (None, an output the op did not produce, stays None)."""
-    if tensor is None or tensor.stride() == stride or tensor.numel() <= 1:
+    """`tensor` if it has the strides the kernels were generated for; a view with them if its
+    strides differ only in dimensions of size 1 (the same memory: cuDNN's weight gradient of
+    a 1x1 convolution in channels-last, (C, 1, C, C) for (C, 1, 1, 1)); else a copy that has
+    them (None, an output the op did not produce, stays None)."""
+    if tensor is None or tensor.numel() <= 1:
         return tensor
+    actual = tensor.stride()
+    if actual == stride:
+        return tensor
+    if all(n == 1 or a == s for n, a, s in zip(size, actual, stride)):
+        return tensor.as_strided(size, stride, tensor.storage_offset())
     copy = torch.empty_strided(size, stride, dtype=tensor.dtype, device=tensor.device)
     return copy.copy_(tensor)
 
 
+class _Launch:
+    """A kernel without a `launch` fast path (C++), called as `kernels[name].launch(...)`."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.launch = kernel
+
+
 def wrapper_namespace(kernels: dict[str, Any], ops: dict[str, Any]) -> dict[str, Any]:
-    """The globals the wrapper source runs with."""
+    """The globals the wrapper source runs with. The wrapper calls `kernels[name].launch`,
+    which a Triton kernel rebinds to its generated launch after its first call."""
+    if not all(hasattr(kernel, "launch") for kernel in kernels.values()):
+        kernels = {
+            name: kernel if hasattr(kernel, "launch") else _Launch(kernel)
+            for name, kernel in kernels.items()
+        }
     return {
         "torch": torch,
         "empty_strided": torch.empty_strided,
