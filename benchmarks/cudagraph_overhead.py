@@ -5,6 +5,7 @@
     python -m benchmarks.cudagraph_overhead profile --model hf_gpt2 [--size small] [--json PATH]
     python -m benchmarks.cudagraph_overhead host [--layers 12] [--json PATH]
     python -m benchmarks.cudagraph_overhead tree [--json PATH]
+    python -m benchmarks.cudagraph_overhead suite --size gpu [--out DIR] [--deadline 270]
 
 `gpt2`: GPT-2 small at batch 1 x 64 tokens, inference under bf16 autocast, in one process:
 eager, torch.compile default and reduce-overhead, ember default and reduce-overhead. Each is
@@ -20,13 +21,25 @@ binding and the CUDA graph tree (recorded with a recorder whose replay does noth
 torch.compile's guards and dispatch (a backend that returns fixed outputs).
 `tree` (no GPU needed): the tree alone, one graph with 150 static inputs, one copied input
 and 26 outputs (GPT-2's shape when it was 3 graphs), on the same do-nothing recorder.
-Needs CUDA except `host` and `tree`; not part of CI.
+`suite`: the issue's "Done when" on the 5-model suite (`--models`, default ResNet-50, ViT-B/16,
+GPT-2, BERT, Llama-style at `--size gpu`), inference and training, bf16 autocast, in worker
+processes that compile in parallel and measure one at a time: default mode, ember and
+torch.compile: wall per step (back to back, one synchronize) against the GPU time the
+profiler records (kernels, memcpy, memset), launches, device-to-device memcpys and copy
+kernels per step, and (ember) where the host time goes; reduce-overhead, eager, ember and
+torch.compile: outputs or gradients (after SGD steps) against eager's and peak memory
+(`max_memory_allocated` above the model, graph pools included). Rows go to
+`DIR/results.jsonl` as they come; `DIR/summary.md` holds the tables and the check of each item.
+`--device cpu --size small` tries the script without a GPU.
+Needs CUDA except `host`, `tree` and `suite --device cpu`; not part of CI.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -193,21 +206,26 @@ def _workload(model: str, size: str, mode: str) -> Any:
 
 
 def _train_steps(
-    model: str, size: str, compile_fn: Callable[[torch.nn.Module], Any] | None, steps: int
+    model: str,
+    size: str,
+    compile_fn: Callable[[torch.nn.Module], Any] | None,
+    steps: int,
+    hold: Callable[[], Any] = contextlib.nullcontext,
 ) -> dict[str, Any]:
     workload = _workload(model, size, "training")
     module = workload.module
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
+    _sync()
+    if DEVICE.type == "cuda":
+        torch.cuda.empty_cache()
+    base = _allocated()
+    _reset_peak()
     run = compile_fn(module) if compile_fn is not None else module
     opt = torch.optim.SGD(module.parameters(), lr=1e-3)
     losses = []
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(DEVICE.type, dtype=torch.bfloat16):
             loss = run(*workload.inputs)
         loss.backward()
         opt.step()
@@ -216,22 +234,23 @@ def _train_steps(
     start = time.perf_counter()
     for _ in range(3):  # warm-up and recording
         step()
-    torch.cuda.synchronize()
+    _sync()
     warm_s = time.perf_counter() - start
-    warm_peak = torch.cuda.max_memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
+    warm_peak = _peak()
+    _reset_peak()
     times = []
-    for _ in range(steps):
-        begin = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - begin) * 1e3)
-    peak = torch.cuda.max_memory_allocated()
-    resident = torch.cuda.memory_allocated()
-    reserved_peak = torch.cuda.max_memory_reserved()
+    with hold():
+        for _ in range(steps):
+            begin = time.perf_counter()
+            step()
+            _sync()
+            times.append((time.perf_counter() - begin) * 1e3)
+    peak = _peak()
+    resident = _allocated()
+    reserved_peak = torch.cuda.max_memory_reserved() if DEVICE.type == "cuda" else 0
     # gradients of one more step, for the comparison with eager
     opt.zero_grad(set_to_none=True)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.autocast(DEVICE.type, dtype=torch.bfloat16):
         loss = run(*workload.inputs)
     loss.backward()
     grads = [p.grad.detach().float().clone() for p in module.parameters() if p.grad is not None]
@@ -256,7 +275,8 @@ def _release() -> None:
 
     reset_trees()
     gc.collect()
-    torch.cuda.empty_cache()
+    if DEVICE.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def run_train(model: str, size: str, steps: int, only: str | None = None) -> dict[str, Any]:
@@ -506,9 +526,470 @@ def run_tree() -> dict[str, Any]:
     return row
 
 
+# ---- the issue's "Done when" on the suite: default-mode overhead, reduce-overhead memory --------
+
+SUITE_MODELS = ("hf_resnet", "hf_vit", "hf_gpt2", "hf_bert", "hf_llama")
+SUITE_PARTS = ("default", "reduce-overhead")
+MODES = ("inference", "training")
+
+
+def _sync() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _allocated() -> int:
+    return torch.cuda.memory_allocated() if DEVICE.type == "cuda" else 0
+
+
+def _reset_peak() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _peak() -> int:
+    return torch.cuda.max_memory_allocated() if DEVICE.type == "cuda" else 0
+
+
+def _compiler(name: str) -> Callable[[torch.nn.Module], Any]:
+    return {
+        "torch.compile": torch.compile,
+        "torch.compile reduce-overhead": lambda m: torch.compile(m, mode="reduce-overhead"),
+        "ember": _ember_compile,
+        "ember reduce-overhead": lambda m: _ember_compile(m, mode="reduce-overhead"),
+    }[name]
+
+
+def _suite_step(run: Any, workload: Any, mode: str) -> Callable[[], Any]:
+    """One step as the suite measures it: a no-grad forward under bf16 autocast, or (training)
+    the gradients set to None, a forward and a backward (no optimizer: its eager kernels are
+    the same for every compiler)."""
+    module, inputs = workload.module, workload.inputs
+
+    if mode == "inference":
+
+        def inference() -> Any:
+            with torch.no_grad(), torch.autocast(DEVICE.type, dtype=torch.bfloat16):
+                return run(*inputs)
+
+        return inference
+
+    def training() -> Any:
+        module.zero_grad(set_to_none=True)
+        with torch.autocast(DEVICE.type, dtype=torch.bfloat16):
+            loss = run(*inputs)
+        loss.backward()
+        return loss
+
+    return training
+
+
+def _device_profile(step: Callable[[], Any], steps: int) -> dict[str, float]:
+    """GPU time and launches per step from the torch profiler's device activity: kernel time
+    (kernels, memcpy and memset), launches, device-to-device memcpys, and copy kernels (any
+    kernel or memcpy whose name says copy: restrides, clones, copy-backs, foreach copies)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activity = ProfilerActivity.CUDA if DEVICE.type == "cuda" else ProfilerActivity.CPU
+    with profile(activities=[activity]) as prof:
+        for _ in range(steps):
+            step()
+        _sync()
+    device_us = 0.0
+    launches = dtod = copies = 0
+    for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        device_us += event.device_time
+        launches += 1
+        name = event.name.lower()
+        if "memcpy dtod" in name:
+            dtod += 1
+        if "copy" in name:
+            copies += 1
+    return {
+        "gpu_kernel_ms": device_us / steps / 1e3,
+        "launches_per_step": launches / steps,
+        "dtod_copies_per_step": dtod / steps,
+        "copy_kernels_per_step": copies / steps,
+    }
+
+
+def _host_profile(step: Callable[[], Any], steps: int, top: int = 14) -> list[str]:
+    """Where the host time of `steps` steps goes (cProfile, by own time): the generated
+    wrappers, guards, launches, extern calls, autograd."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(steps):
+        step()
+    profiler.disable()
+    _sync()
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (path, line, function), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append((own, calls, cumulative, f"{Path(path).name}:{line}({function})"))
+    rows.sort(reverse=True)
+    return [
+        f"{own / steps * 1e3:7.3f} ms/step own {cum / steps * 1e3:7.3f} cum {calls // steps:5d}x {where}"
+        for own, calls, cum, where in rows[:top]
+    ]
+
+
+def run_default_case(model: str, size: str, mode: str, compiler: str, hold: Any) -> dict[str, Any]:
+    """Default mode: wall per step (back to back, one synchronize: what a training or serving
+    loop sees) against the GPU kernel time per step, launches and copies per step."""
+    torch.manual_seed(0)
+    workload = _workload(model, size, mode)
+    _sync()
+    base = _allocated()
+    run = _compiler(compiler)(workload.module)
+    step = _suite_step(run, workload, mode)
+    row: dict[str, Any] = {"model": model, "mode": mode, "part": "default", "variant": compiler}
+    start = time.perf_counter()
+    step()
+    _sync()
+    row["first_call_s"] = time.perf_counter() - start
+    for _ in range(3):
+        step()
+    _sync()
+    _reset_peak()
+    with hold():
+        _sync()
+        steps = 20
+        begin = time.perf_counter()
+        for _ in range(steps):
+            step()
+        _sync()
+        row["wall_ms"] = (time.perf_counter() - begin) / steps * 1e3
+        samples = []
+        for _ in range(7):
+            begin = time.perf_counter()
+            step()
+            _sync()
+            samples.append((time.perf_counter() - begin) * 1e3)
+        row["latency_ms"] = statistics.median(samples)
+        row.update(_device_profile(step, 3))
+        if compiler.startswith("ember"):
+            row["host_profile"] = _host_profile(step, 3)
+    row["peak_mb"] = (_peak() - base) / 2**20
+    if row["gpu_kernel_ms"]:
+        row["wall_over_gpu"] = row["wall_ms"] / row["gpu_kernel_ms"]
+    return row
+
+
+def _infer_steps(model: str, size: str, compile_fn: Any, steps: int, hold: Any) -> dict[str, Any]:
+    """Inference under bf16 autocast: the first and a steady output, step time, peak memory
+    above the model and its inputs (graph pools included)."""
+    torch.manual_seed(0)
+    workload = _workload(model, size, "inference")
+    _sync()
+    if DEVICE.type == "cuda":
+        torch.cuda.empty_cache()
+    base = _allocated()
+    _reset_peak()
+    run = compile_fn(workload.module) if compile_fn is not None else workload.module
+    step = _suite_step(run, workload, "inference")
+    start = time.perf_counter()
+    first = step().detach().float().clone()  # before a replay overwrites it
+    for _ in range(3):  # warm-up, recording, replay
+        step()
+    _sync()
+    warm_s = time.perf_counter() - start
+    with hold():
+        begin = time.perf_counter()
+        for _ in range(steps):
+            step()
+        _sync()
+        step_ms = (time.perf_counter() - begin) / steps * 1e3
+    last = step().detach().float().clone()
+    _sync()
+    return {
+        "outputs": [first, last],
+        "warmup_s": warm_s,
+        "step_ms": step_ms,
+        "peak_mb": (_peak() - base) / 2**20,
+        "resident_mb": (_allocated() - base) / 2**20,
+    }
+
+
+def run_reduce_overhead_case(
+    model: str,
+    size: str,
+    mode: str,
+    hold: Any,
+    emit: Callable[[dict[str, Any]], None],
+    only: str | None = None,
+) -> None:
+    """Eager, torch.compile and ember with mode="reduce-overhead" in one process: values
+    (inference: outputs; training: losses and gradients after SGD steps) against eager's, and
+    peak memory (torch.cuda.max_memory_allocated above the model, graph pools included)."""
+    variants: dict[str, Any] = {
+        "eager": None,
+        "torch.compile reduce-overhead": _compiler("torch.compile reduce-overhead"),
+        "ember reduce-overhead": _compiler("ember reduce-overhead"),
+    }
+    if only:  # eager stays: the reference; the others in the order asked
+        wanted = ["eager", *only.split(",")]
+        variants = {k: variants[k] for k in wanted if k in variants}
+    reference: dict[str, Any] | None = None
+    for name, compile_fn in variants.items():
+        row: dict[str, Any] = {"model": model, "mode": mode, "part": "reduce-overhead"}
+        row["variant"] = name
+        try:
+            if mode == "training":
+                out = _train_steps(model, size, compile_fn, 10, hold)
+                values = out.pop("grads")
+                out["loss_first_last"] = [out["losses"][0], out.pop("losses")[-1]]
+            else:
+                out = _infer_steps(model, size, compile_fn, 20, hold)
+                values = out.pop("outputs")
+        except Exception as error:  # report and go on to the next variant
+            row["error"] = f"{type(error).__name__}: {error}"[:1500]
+            emit(row)
+            continue
+        row.update(out)
+        if reference is None:
+            reference = {"values": values, "peak_mb": out["peak_mb"]}
+        else:
+            errors = [
+                ((v - r).norm() / (r.norm() + 1e-12)).item()
+                for v, r in zip(values, reference["values"])
+            ]
+            row["rel_err_vs_eager_max"] = max(errors) if errors else None
+            row["rel_err_vs_eager_median"] = statistics.median(errors) if errors else None
+            if values and len(values) == len(reference["values"]):
+                ours = torch.cat([v.flatten() for v in values])
+                theirs = torch.cat([r.flatten() for r in reference["values"]])
+                row["rel_err_vs_eager_all"] = ((ours - theirs).norm() / theirs.norm()).item()
+            row["compared"] = (len(values), len(reference["values"]))
+        if name.startswith("ember"):
+            row["tree"] = _tree_stats()
+        emit(row)
+        del values
+        _release()
+
+
+def run_worker(arguments: argparse.Namespace) -> None:
+    """One case of the suite (a model, a part, a mode), its rows appended to --results."""
+    from benchmarks.device_lock import MeasurementLock
+
+    lock = MeasurementLock(Path(arguments.lock), pause_others=True, drain_s=0.2)
+    lock.register()
+    results = Path(arguments.results)
+
+    def emit(row: dict[str, Any]) -> None:
+        row["pid"] = os.getpid()
+        line = json.dumps(row, default=str)
+        with results.open("a") as file:
+            file.write(line + "\n")
+        brief = {k: v for k, v in row.items() if k not in ("host_profile", "pid")}
+        print(json.dumps(brief, default=str)[:600], flush=True)
+
+    parts = (arguments.part or ",".join(SUITE_PARTS)).split(",")
+    if "default" in parts:
+        compilers = arguments.variants.split(",") if arguments.variants else ("ember", "torch")
+        for compiler in compilers:
+            name = "torch.compile" if compiler == "torch" else compiler
+            try:
+                row = run_default_case(
+                    arguments.model, arguments.size, arguments.mode, name, lock.hold
+                )
+            except Exception as error:
+                row = {"model": arguments.model, "mode": arguments.mode, "part": "default"}
+                row["variant"] = name
+                row["error"] = f"{type(error).__name__}: {error}"[:1500]
+            emit(row)
+            _release()
+    if "reduce-overhead" in parts:
+        only = ",".join(
+            f"{'torch.compile' if v == 'torch' else v} reduce-overhead"
+            for v in (arguments.variants.split(",") if arguments.variants else ("ember", "torch"))
+        )
+        run_reduce_overhead_case(
+            arguments.model, arguments.size, arguments.mode, lock.hold, emit, only
+        )
+
+
+def run_suite(arguments: argparse.Namespace) -> dict[str, Any]:
+    """Worker processes (a crash poisons only its own CUDA context): per model, inference
+    (default mode: ember, then torch.compile; then reduce-overhead: eager, ember,
+    torch.compile), training default mode, training reduce-overhead. They compile in parallel
+    and measure one at a time (the measurement lock pauses the others); killed at --deadline
+    seconds; the rows so far summarized."""
+    import signal
+    import subprocess
+    import tempfile
+
+    from benchmarks.device_lock import end_pause_of
+
+    out = Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results.jsonl"
+    lock = Path(tempfile.mkdtemp(prefix="cudagraph-suite-")) / "measure.lock"  # not under --out
+    started = time.monotonic()
+    models = arguments.models.split(",")
+    parts = arguments.parts.split(",")
+    log = (out / "workers.log").open("ab")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("EMBER_COMPILE_THREADS", "2")
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
+    workers: dict[int, tuple[subprocess.Popen[bytes], str]] = {}
+    modes = arguments.modes.split(",")
+    # inference: both parts in one process (ember reuses its kernels, torch its graph cache);
+    # training compiles longest: its parts in two processes, compiling side by side
+    cases = [
+        (model, mode, part)
+        for model in models
+        for mode in modes
+        for part in ([",".join(parts)] if mode == "inference" else parts)
+    ]
+    for model, mode, part in cases:
+        command = [sys.executable, "-m", "benchmarks.cudagraph_overhead", "worker"]
+        command += ["--model", model, "--part", part, "--mode", mode]
+        command += ["--size", arguments.size, "--device", DEVICE.type]
+        command += ["--results", str(results), "--lock", str(lock)]
+        if arguments.variants:
+            command += ["--variants", arguments.variants]
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        workers[process.pid] = (process, f"{model} {mode} {part}")
+    exits: dict[str, Any] = {}
+    while workers:
+        time.sleep(0.5)
+        for pid, (process, case) in list(workers.items()):
+            code = process.poll()
+            if code is None:
+                continue
+            del workers[pid]
+            exits[case] = code
+            if code:
+                print(f"worker {case}: exit {code}", flush=True)
+            if end_pause_of(lock, pid):  # died holding the lock: resume the paused
+                for other in workers:
+                    os.killpg(other, signal.SIGCONT)
+        if time.monotonic() - started > arguments.deadline:
+            for pid, (_, case) in workers.items():
+                os.killpg(pid, signal.SIGKILL)
+                exits[case] = "killed at the deadline"
+                print(f"worker {case}: killed at the deadline", flush=True)
+            break
+    rows = (
+        [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    )
+    summary = summarize(rows)
+    (out / "summary.md").write_text(summary)
+    print(summary, flush=True)
+    return {"exits": exits, "rows": len(rows), "seconds": time.monotonic() - started}
+
+
+def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    """The issue's items per model and mode: ember's wall <= 1.15x its GPU time, its
+    device-to-device memcpys <= torch.compile's, its reduce-overhead peak <= torch's."""
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in rows:
+        if "error" not in row:
+            found[(row["model"], row["mode"], row["variant"])] = row
+    lines = ["Done-when check (ember against its GPU time and against torch.compile):", ""]
+    for model, mode in sorted({(row["model"], row["mode"]) for row in rows}):
+        ours = found.get((model, mode, "ember"), {})
+        theirs = found.get((model, mode, "torch.compile"), {})
+        ro = found.get((model, mode, "ember reduce-overhead"), {})
+        ro_theirs = found.get((model, mode, "torch.compile reduce-overhead"), {})
+        parts = [f"{model} {mode}:"]
+        if ours.get("wall_over_gpu") is not None:
+            verdict = "yes" if ours["wall_over_gpu"] <= 1.15 else "NO"
+            parts.append(f"wall/GPU {ours['wall_over_gpu']:.2f} (<= 1.15: {verdict})")
+        if theirs.get("wall_over_gpu") is not None:
+            parts.append(f"[torch {theirs['wall_over_gpu']:.2f}]")
+        if "dtod_copies_per_step" in ours and "dtod_copies_per_step" in theirs:
+            a, b = ours["dtod_copies_per_step"], theirs["dtod_copies_per_step"]
+            parts.append(f"DtoD {a:.0f} vs torch {b:.0f} ({'yes' if a <= b else 'NO'})")
+        if "peak_mb" in ro and "peak_mb" in ro_theirs:
+            a, b = ro["peak_mb"], ro_theirs["peak_mb"]
+            parts.append(f"RO peak {a:.0f} vs torch {b:.0f} MB ({'yes' if a <= b else 'NO'})")
+        if "rel_err_vs_eager_all" in ro:
+            parts.append(
+                f"RO rel err {ro['rel_err_vs_eager_all']:.2e} "
+                f"[torch {ro_theirs.get('rel_err_vs_eager_all', float('nan')):.2e}]"
+            )
+        lines.append("- " + " ".join(parts))
+    return lines
+
+
+def summarize(rows: list[dict[str, Any]]) -> str:
+    """The suite's two tables (default mode; reduce-overhead) as Markdown."""
+
+    def number(value: Any, digits: int = 2) -> str:
+        return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
+
+    lines = [
+        "Default mode (wall: back-to-back steps; GPU: profiler kernel+memcpy+memset time)",
+        "",
+        "| model | mode | variant | wall ms | latency ms | GPU ms | wall/GPU | launches | "
+        "DtoD memcpy | copy kernels | peak MB | first s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        if row.get("part") != "default":
+            continue
+        if "error" in row:
+            lines.append(f"| {row['model']} | {row['mode']} | {row['variant']} | error: "
+                         f"{row['error'][:160]} |")  # fmt: skip
+            continue
+        lines.append(
+            f"| {row['model']} | {row['mode']} | {row['variant']} | {number(row['wall_ms'])} | "
+            f"{number(row['latency_ms'])} | {number(row['gpu_kernel_ms'])} | "
+            f"{number(row.get('wall_over_gpu'))} | {number(row['launches_per_step'], 0)} | "
+            f"{number(row['dtod_copies_per_step'], 0)} | {number(row['copy_kernels_per_step'], 0)} | "
+            f"{number(row['peak_mb'], 0)} | {number(row['first_call_s'], 1)} |"
+        )
+    lines += [
+        "",
+        "Reduce-overhead (peak: max_memory_allocated above the model, pools included; rel err: "
+        "max over outputs (inference) or gradients (training) of |x - eager| / |eager|)",
+        "",
+        "| model | mode | variant | step ms | peak MB | resident MB | rel err all / median / max | "
+        "loss first/last | tree | warm-up s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        if row.get("part") != "reduce-overhead":
+            continue
+        if "error" in row:
+            lines.append(f"| {row['model']} | {row['mode']} | {row['variant']} | error: "
+                         f"{row['error'][:160]} |")  # fmt: skip
+            continue
+        losses = row.get("loss_first_last")
+        loss = "/".join(f"{v:.4f}" for v in losses) if losses else "-"
+        tree = row.get("tree")
+        lines.append(
+            f"| {row['model']} | {row['mode']} | {row['variant']} | {number(row['step_ms'])} | "
+            f"{number(row['peak_mb'], 0)} | {number(row.get('resident_mb'), 0)} | "
+            f"{number(row.get('rel_err_vs_eager_all'), 4)} / "
+            f"{number(row.get('rel_err_vs_eager_median'), 4)} / "
+            f"{number(row.get('rel_err_vs_eager_max'), 4)} | {loss} | {tree or '-'} | "
+            f"{number(row['warmup_s'], 1)} |"
+        )
+    lines += ["", *_verdicts(rows)]
+    for row in rows:
+        for text in row.get("host_profile", []):
+            if text is row["host_profile"][0]:
+                lines += ["", f"ember host profile, {row['model']} {row['mode']}:"]
+            lines.append("    " + text)
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
+    global DEVICE
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=("gpt2", "train", "profile", "host", "tree"))
+    parser.add_argument(
+        "what", choices=("gpt2", "train", "profile", "host", "tree", "suite", "worker")
+    )
     parser.add_argument("--model", default="hf_gpt2")
     parser.add_argument("--size", default="small")
     parser.add_argument("--mode", default="inference")
@@ -516,12 +997,28 @@ def main() -> None:
     parser.add_argument("--variants", help="comma-separated subset of the variants")
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--json")
+    parser.add_argument("--device", help="suite/worker: cuda (default), or cpu to try the script")
+    parser.add_argument("--out", default="benchmarks/results/cudagraph-suite", help="suite")
+    parser.add_argument("--models", default=",".join(SUITE_MODELS), help="suite")
+    parser.add_argument("--parts", default=",".join(SUITE_PARTS), help="suite")
+    parser.add_argument("--modes", default=",".join(MODES), help="suite")
+    parser.add_argument("--deadline", type=float, default=270.0, help="suite: seconds")
+    parser.add_argument("--part", help="worker")
+    parser.add_argument("--results", help="worker: the JSON-lines file its rows go to")
+    parser.add_argument("--lock", help="worker: the measurement lock file")
     arguments = parser.parse_args()
+    if arguments.device:
+        DEVICE = torch.device(arguments.device)
+    if arguments.what == "worker":
+        run_worker(arguments)
+        return
     info = {
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
     }
-    if arguments.what == "gpt2":
+    if arguments.what == "suite":
+        result = run_suite(arguments)
+    elif arguments.what == "gpt2":
         result = run_gpt2(arguments.variants)
     elif arguments.what == "tree":
         result = run_tree()
