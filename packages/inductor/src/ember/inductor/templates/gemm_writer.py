@@ -11,19 +11,22 @@ not a multiple of `BLOCK_K` (a compile-time branch), and every store is masked.
 
 After the K loop the accumulator becomes the matmul's result (`alpha * acc + beta * bias`,
 rounded to the result dtype as eager rounds it), and the fused epilogue's members run on the
-tile with their loop variables recovered from the tile's flat indices (`xindex`, 2-D): every
+tile. Their loop variables are the tile's rows (`[BLOCK_M, 1]`) and columns (`[1, BLOCK_N]`)
+when the loops split there, else are recovered from the flat index (`xindex`, 2-D): every
 load of the result takes the register, other loads (bias, residual) read memory at their
-own indices, stores are masked by `xmask`.
+own indices under the rows', the columns' or the tile's mask, stores under the tile's.
 """
 
 from __future__ import annotations
 
+import sympy
 import torch
 
 from ember.inductor.codegen.backend import KernelArgument, KernelSource
 from ember.inductor.codegen.kernel_names import name_by_content
 from ember.inductor.codegen.triton.kernel import TritonKernelWriter
 from ember.inductor.codegen.triton.ops import HALF_TYPES, POINTER_TYPES, TRITON_TYPES
+from ember.inductor.ir.indexing import Expr
 from ember.inductor.ir.program import Program
 from ember.inductor.templates.configs import GRID_UNIT, gemm_configs
 from ember.inductor.templates.gemm import Gemm, GemmKernel, Operand
@@ -31,6 +34,13 @@ from ember.inductor.templates.gemm import Gemm, GemmKernel, Operand
 # UPCAST (0 on GPUs) makes tl.dot take float32 operands: Triton 3.6's interpreter multiplies
 # bfloat16 blocks wrongly (it reads their bits as integers), so interpreted runs set it.
 CONSTEXPRS = ("XBLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "UPCAST")
+
+
+def _product(sizes: list[int]) -> int:
+    result = 1
+    for size in sizes:
+        result *= size
+    return result
 
 
 def _roundup(value: int, unit: int) -> int:
@@ -45,6 +55,8 @@ class GemmWriter(TritonKernelWriter):
         assert kernel.gemm is not None
         self.gemm: Gemm = kernel.gemm
         self.gemm_kernel = kernel
+        self.row_variables: set[str] = set()
+        self.column_variables: set[str] = set()
         self.reduces = False  # the epilogue is pointwise over the tile
 
     def generate(self) -> KernelSource:
@@ -155,12 +167,60 @@ class GemmWriter(TritonKernelWriter):
                 self.line(f"a_ptrs += BLOCK_K * {gemm.a.col_stride}")
                 self.line(f"b_ptrs += BLOCK_K * {gemm.b.row_stride}")
             self.line(f"xindex = pid_b * {m * n} + rm[:, None] * {n} + rn[None, :]")
-            self.line(f"xmask = (rm < {m})[:, None] & (rn < {n})[None, :]")
+            self.line(f"mmask = (rm < {m})[:, None]")
+            self.line(f"nmask = (rn < {n})[None, :]")
+            self.line("xmask = mmask & nmask")
             self._result()
-            self._split("xindex", "x", self.kernel.outer)
+            self._loop_variables()
             for member in self.kernel.members[1:]:
                 self._store(member, self.value(member.body, {}))
         return self.lines
+
+    def _loop_variables(self) -> None:
+        """The epilogue's loop variables on the tile. When its loops split into row loops
+        (batch and M) and column loops (N), each is a `[BLOCK_M, 1]` or `[1, BLOCK_N]` vector of
+        the tile's rows or columns, so a load along one of them (a bias, a scale per row) is
+        a vector load under its own mask; otherwise every variable comes from the flat
+        `xindex`."""
+        sizes = [int(size) for size in self.kernel.outer]
+        gemm = self.gemm
+        split = next(
+            (at for at in range(len(sizes) + 1) if _product(sizes[at:]) == gemm.n),
+            None,
+        )
+        if split is None or _product(sizes[:split]) != gemm.batch * gemm.m:
+            self._split("xindex", "x", self.kernel.outer)
+            return
+        self.row_variables = {f"x{i}" for i in range(split)}
+        self.column_variables = {f"x{i}" for i in range(split, len(sizes))}
+        rows = f"(pid_b * {gemm.m} + rm)[:, None]"
+        for position in range(len(sizes)):
+            last = split if position < split else len(sizes)
+            first = 0 if position < split else split
+            flat = rows if position < split else "rn[None, :]"
+            inner = _product(sizes[position + 1 : last])
+            value = flat if inner == 1 else f"({flat} // {inner})"
+            if position > first:
+                value = f"({value} % {sizes[position]})"
+            self.line(f"x{position} = {value}")
+
+    def _mask(self, expr: Expr) -> str | None:
+        """The mask of a load or store on the tile: rows, columns or both (see
+        `_loop_variables`), and any enclosing `masked` conditions."""
+        names = {str(symbol) for symbol in sympy.sympify(expr).free_symbols}
+        variables = {name for name in names if name[0] == "x" and name[1:].isdigit()}
+        indirect = any(name.startswith("ind") for name in names)
+        parts: list[str] = []
+        if indirect or (variables & self.row_variables and variables & self.column_variables):
+            parts.append("xmask")
+        elif variables & self.row_variables:
+            parts.append("mmask")
+        elif variables & self.column_variables:
+            parts.append("nmask")
+        elif variables:  # loop variables of the flat index
+            parts.append("xmask")
+        parts.extend(self.conditions)
+        return " & ".join(parts) if parts else None
 
     def _result(self) -> None:
         """The matmul's value on the tile, as eager's kernel returns it."""
@@ -173,9 +233,13 @@ class GemmWriter(TritonKernelWriter):
                 parts.append(f"rm[:, None] * {bias.row_stride}")
             if bias.col_stride:
                 parts.append(f"rn[None, :] * {bias.col_stride}")
-            parts.append("0 * xindex")
-            pointer = f"{self._use(bias.storage)} + ({' + '.join(parts)})"
-            self.line(f"bias = tl.load({pointer}, xmask, other=0.0).to(tl.float32)")
+            # a vector along the columns (nn.Linear's bias) or rows loads as one
+            mask = {(True, True): "xmask", (True, False): "mmask", (False, True): "nmask"}.get(
+                (bool(bias.row_stride), bool(bias.col_stride))
+            )
+            pointer = f"{self._use(bias.storage)} + ({' + '.join(parts) or '0'})"
+            masked = f", {mask}, other=0.0" if mask else ""
+            self.line(f"bias = tl.load({pointer}{masked}).to(tl.float32)")
             scaled = "bias" if gemm.beta == 1.0 else f"bias * {gemm.beta!r}"
             value = f"{value} + {scaled}"
         stored_type = TRITON_TYPES[gemm.dtype]
