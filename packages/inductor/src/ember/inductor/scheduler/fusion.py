@@ -4,8 +4,10 @@ A kernel has outer loops (run in parallel) and, when it reduces, inner loops. A 
 the kernel being built when its simplified loops match (a reduction over the same loops, a
 pointwise node over the outer loops, or one over outer+inner loops: the epilogue) and every
 buffer it shares with the kernel's nodes is read and written at the same index (so no
-iteration reads what another thread writes). A node that accumulates atomically into a
-storage (scatter_add) shares a kernel with no node that reads or writes that storage.
+iteration reads what another thread writes). A node that fits no earlier kernel where it
+stands may pull one down to itself, with the matmuls that read that kernel's results moved
+after it. A node that accumulates atomically into a storage (scatter_add) shares a kernel
+with no node that reads or writes that storage.
 Buffers written and read only inside one kernel at one loop level stay in registers: they
 are never allocated.
 """
@@ -72,10 +74,10 @@ def schedule(program: Program, prefix: str = "cpp") -> list[ScheduledNode]:
     every read after the write it depends on; kernels are named `<prefix>_fused_<ops>_<n>`."""
     scheduled: list[ScheduledNode] = []
     for node in program.nodes:
-        if isinstance(node, ExternNode) or not _join_earlier(scheduled, node):
-            scheduled.append(
-                node if isinstance(node, ExternNode) else _new_kernel(node, len(scheduled))
-            )
+        if isinstance(node, ExternNode):
+            scheduled.append(node)
+        elif not _join_earlier(scheduled, node) and not _join_deferred(scheduled, node):
+            scheduled.append(_new_kernel(node, len(scheduled)))
     _find_local_buffers(program, scheduled)
     for item in scheduled:
         if isinstance(item, Kernel):
@@ -95,6 +97,71 @@ def _join_earlier(scheduled: list[ScheduledNode], node: LoopNode) -> bool:
         if item_writes & (reads | writes) or item_reads & writes:
             return False
     return False
+
+
+# Extern calls that are pure functions of their tensor arguments (no random numbers, no
+# writes but their results): they may run later than the program placed them.
+DEFERRABLE_EXTERNS = frozenset(
+    {
+        "aten::mm.default",
+        "aten::addmm.default",
+        "aten::bmm.default",
+        "aten::baddbmm.default",
+    }
+)
+
+
+def _join_deferred(scheduled: list[ScheduledNode], node: LoopNode) -> bool:
+    """Join an earlier kernel (at most `LOOKBACK` items back) by moving it down to `node`,
+    with the matmuls between that read its results moved after it; every other item between
+    stays and must not conflict with what moves past it. A value the backward computes again
+    for a weight gradient (Llama's SiLU product, read by the down projection's weight
+    gradient before the input gradient that the SiLU backward needs is computed) is then
+    computed in the kernel that reads the same inputs for the gradients."""
+    start = max(0, len(scheduled) - LOOKBACK)
+    for position in range(len(scheduled) - 1, start - 1, -1):
+        kernel = scheduled[position]
+        if not isinstance(kernel, Kernel):
+            continue
+        deferred = _deferred_readers(scheduled, position, node)
+        if deferred is None or not _try_join(kernel, node):
+            continue
+        moved = {id(kernel), *(id(item) for item in deferred)}
+        scheduled[:] = [item for item in scheduled if id(item) not in moved]
+        scheduled.extend([kernel, *deferred])
+        return True
+    return False
+
+
+def _deferred_readers(
+    scheduled: list[ScheduledNode], position: int, node: LoopNode
+) -> list[ScheduledNode] | None:
+    """The items after `position` that must follow the kernel there if it moves down to
+    `node` (matmuls reading its results, in order), or None when it cannot move."""
+    kernel_reads, kernel_writes = _touches(scheduled[position])
+    deferred: list[ScheduledNode] = []
+    for item in scheduled[position + 1 :]:
+        reads, writes = _touches(item)
+        depends = reads & kernel_writes or any(
+            writes & _touches(earlier)[0] or reads & _touches(earlier)[1] for earlier in deferred
+        )
+        if depends:
+            if not isinstance(item, ExternNode) or item.target not in DEFERRABLE_EXTERNS:
+                return None
+            deferred.append(item)
+            continue
+        # the kernel (and the readers deferred so far) move past this item
+        if writes & (kernel_reads | kernel_writes) or reads & kernel_writes:
+            return None
+        for earlier in deferred:
+            earlier_reads, earlier_writes = _touches(earlier)
+            if writes & (earlier_reads | earlier_writes) or reads & earlier_writes:
+                return None
+    for item in deferred:  # `node`, now in the kernel, runs before them
+        reads, writes = _touches(item)
+        if node.writes() & (reads | writes) or node.reads() & writes:
+            return None
+    return deferred
 
 
 def _touches(item: ScheduledNode) -> tuple[set[str], set[str]]:
