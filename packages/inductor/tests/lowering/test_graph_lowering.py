@@ -73,3 +73,24 @@ def test_a_value_read_only_by_a_softmax_is_never_stored(tmp_path: Any) -> None:
         cache=ArtifactCache(tmp_path),
     )
     torch.testing.assert_close(compiled(scores, lengths), masked_softmax(scores, lengths))
+
+
+def _normalized_sum_relu(*xs: torch.Tensor) -> torch.Tensor:
+    # a residual block's tail: two normalized maps added (27 ops over 5 inputs), then a ReLU,
+    # which reads the sum twice (`where(x <= 0, 0, x)`)
+    a, b, scale, shift, other = xs
+    total = (a - shift) * scale.rsqrt() * 2 + 1 + (b - other) * scale * 3 - shift.exp()
+    return torch.relu(total)
+
+
+def test_a_value_read_twice_by_one_relu_is_never_stored(tmp_path: Any) -> None:
+    generator = torch.Generator().manual_seed(0)
+    xs = [torch.randn(4, 8, 6, 6, generator=generator) for _ in range(2)]
+    xs += [torch.rand(8, 1, 1, generator=generator) + 0.5 for _ in range(3)]
+    program = _program(_normalized_sum_relu, *xs)
+    wide = [n for n in program.nodes if isinstance(n, LoopNode) and n.ranges == (4, 8, 6, 6)]
+    assert len(wide) == 1  # the ReLU's output only; the sum is computed inside it
+    compiled = compile_graph(
+        prims.trace(_normalized_sum_relu, *xs), xs, cache=ArtifactCache(tmp_path)
+    )
+    torch.testing.assert_close(compiled(*xs), _normalized_sum_relu(*xs))

@@ -104,16 +104,23 @@ def test_compiled_with_padding_equals_eager(
 ) -> None:
     inputs = _inputs(shapes)
     monkeypatch.setattr(pipeline, "pad_matmuls", functools.partial(pad_matmuls, **ON_CPU))
-    config = dataclasses.replace(load(InductorConfig), cache=False)
-    compiled = pipeline.compile_graph(
-        prims.trace(fn, *inputs), inputs, config=config, cache=ArtifactCache(tmp_path)
-    )
-    assert "prims::pad" not in compiled.source  # pads are kernels, not fallbacks
-    wrapper_mm = [line for line in compiled.source.splitlines() if "mm.default" in line]
-    assert wrapper_mm and "buf" in wrapper_mm[0]  # the product reads a padded buffer
-    result, expected = compiled(*inputs), fn(*inputs)
-    assert result.stride() == expected.stride()  # outputs keep eager's strides
-    torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-5)
+    for padded_outputs in (False, True):
+        config = dataclasses.replace(
+            load(InductorConfig), cache=False, padded_outputs=padded_outputs
+        )
+        compiled = pipeline.compile_graph(
+            prims.trace(fn, *inputs), inputs, config=config, cache=ArtifactCache(tmp_path)
+        )
+        assert "prims::pad" not in compiled.source  # pads are kernels, not fallbacks
+        wrapper_mm = [line for line in compiled.source.splitlines() if "mm.default" in line]
+        assert wrapper_mm and "buf" in wrapper_mm[0]  # the product reads a padded buffer
+        result, expected = compiled(*inputs), fn(*inputs)
+        if not padded_outputs or fn is lm_head:
+            assert result.stride() == expected.stride()  # outputs keep eager's strides
+        else:  # the output is the padded product's view: rows keep a 16-byte multiple stride
+            assert result.stride()[-1] == 1
+            assert all(s * result.element_size() % 16 == 0 for s in result.stride()[:-1])
+        torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_aligned_small_and_cpu_products_are_left_alone() -> None:

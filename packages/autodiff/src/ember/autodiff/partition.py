@@ -88,8 +88,18 @@ def partition(
     forward = _forward_graph(layout, saved)
     backward = _backward_graph(layout, saved)
     elapsed = f"{(time.perf_counter() - started) * 1e3:.1f}"
-    forward.meta = {"pass": f"partition.{partitioner}", "time_ms": elapsed}
-    backward.meta = {"pass": f"partition.{partitioner}", "time_ms": elapsed}
+    # how many of the forward's outputs (the last ones) only the backward reads, as its
+    # first inputs: a compiler may return those in strides of its choice (channels-last)
+    forward.meta = {
+        "pass": f"partition.{partitioner}",
+        "time_ms": elapsed,
+        "saved_outputs": str(len(saved)),
+    }
+    backward.meta = {
+        "pass": f"partition.{partitioner}",
+        "time_ms": elapsed,
+        "saved_inputs": str(len(saved)),
+    }
     forward.name = graph.name.removesuffix("_joint") + "_forward"
     backward.name = graph.name.removesuffix("_joint") + "_backward"
     size = sum(_bytes(layout.values[name], layout.hints) for name in saved)

@@ -18,11 +18,12 @@ import torch
 
 from ember.inductor.compiled import CompiledGraph
 from ember.inductor.config import InductorConfig
+from ember.inductor.errors import InductorError
 from ember.inductor.lowering.graph_lowering import compute_device
 from ember.inductor.passes.attention_rng import drop_unread_attention_rng
 from ember.inductor.passes.joint_decompositions import JOINT_DECOMPOSITIONS
-from ember.inductor.pipeline import compile_graph
-from ember.prims import Graph, Interpreter, autocast_disabled
+from ember.inductor.pipeline import compile_graph, saved_layouts
+from ember.prims import Graph, Interpreter, TensorSpec, autocast_disabled
 from ember.prims.config import load
 from ember.prims.logs import topic_logger
 from ember.runtime.cudagraphs import FunctionMode, GraphFunction
@@ -55,14 +56,50 @@ def inductor(
         raise ValueError(f"unknown mode {mode!r}; ember-inductor knows {sorted(MODES)}")
     overrides = {**MODES.get(mode or "default", {}), **(options or {})}
     config = dataclasses.replace(load(InductorConfig), **overrides)
+    saved = _SavedLayouts()
 
     def _compile(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-        return compile_graph(graph, example_inputs, config=config)
+        strides = saved.for_backward(graph)
+        compiled = compile_graph(graph, example_inputs, config=config, input_strides=strides)
+        saved.after_forward(graph, compiled)
+        return compiled
 
     with autocast_disabled():  # the Graph holds autocast's casts already
         if mode in CUDAGRAPH_MODES:
             return _compile_for_mode(graph, example_inputs, _compile, _CudaGraphs(graph))
         return _compile_for_mode(graph, example_inputs, _compile)
+
+
+class _SavedLayouts:
+    """Hands a training forward's choice of strides for what it saves (channels-last
+    activations, `passes/channels_last.py`) to the backward compiled right after it:
+    ember-autodiff compiles the forward `(primals) -> (outputs..., saved...)`, then the
+    backward `(saved..., tangents...)`, and the partition's Graph meta says how many are
+    saved."""
+
+    def __init__(self) -> None:
+        self.pending: dict[int, tuple[int, ...]] | None = None
+
+    def after_forward(self, graph: Graph, compiled: CompiledGraph) -> None:
+        if "saved_outputs" in graph.meta:
+            self.pending = saved_layouts(compiled)
+
+    def for_backward(self, graph: Graph) -> dict[int, tuple[int, ...]] | None:
+        if "saved_inputs" not in graph.meta:
+            return None
+        pending, self.pending = self.pending, None
+        if not pending:
+            return None
+        count = int(graph.meta["saved_inputs"])
+        for position, strides in pending.items():
+            spec = graph.inputs[position].value.spec if position < count else None
+            if not isinstance(spec, TensorSpec) or len(spec.shape) != len(strides):
+                raise InductorError(
+                    f"backward graph {graph.name}: saved value {position} does not match the "
+                    "forward that restrided it; set EMBER_INDUCTOR_LAYOUT_OPTIMIZATION=off and "
+                    "report this"
+                )
+        return pending
 
 
 class _CudaGraphs:

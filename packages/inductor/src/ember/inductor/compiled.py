@@ -32,6 +32,9 @@ class CompiledGraph:
         self.source = source
         self.module = module
         self.kernel_count = kernel_count
+        # saved values (by position among a training forward's saved outputs) returned in
+        # other strides than the Graph declares: the backward compiles against these
+        self.saved_strides: dict[int, tuple[int, ...]] = {}
         self.in_spec = graph.in_spec
         self.out_spec = graph.out_spec
         positions = {graph_input.value.name: i for i, graph_input in enumerate(graph.inputs)}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from ember.prims.config import config_class, setting
 
 
@@ -69,5 +71,23 @@ class InductorConfig:
         env="EMBER_INDUCTOR_PAD_MATMULS",
         help="Pad large 16-bit GPU matmuls whose leading dimensions are not 16-byte multiples "
         "(cuBLAS falls back to slow alignment-1 kernels; GPT-2's LM head, vocabulary 50257).",
+        cache_key=True,
+    )
+    padded_outputs: bool = setting(
+        True,
+        env="EMBER_INDUCTOR_PADDED_OUTPUTS",
+        help="Return a padded matmul's product that is a graph output as a view of the padded "
+        "buffer (its rows keep the padded stride, as torch.compile returns it) instead of "
+        "copying it into row-major strides (GPT-2's and BERT's logits: 0.3 ms and 313-420 MiB "
+        "of peak memory on the H100).",
+        cache_key=True,
+    )
+    layout_optimization: Literal["auto", "channels_last", "off"] = setting(
+        "auto",
+        env="EMBER_INDUCTOR_LAYOUT_OPTIMIZATION",
+        help="Channels-last activations for convolution-heavy graphs: 'auto' on CUDA when at "
+        "least two 2-D convolutions carry most of the graph's work (cuDNN's NHWC kernels, no "
+        "NCHW<->NHWC conversions), 'channels_last' for every graph with convolutions on any "
+        "device (tests run it on the CPU), 'off' keeps eager's NCHW strides.",
         cache_key=True,
     )

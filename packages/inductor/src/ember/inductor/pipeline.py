@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from ember.inductor.lowering import (  # noqa: F401
 )
 from ember.inductor.lowering.extern import EXTERN_OPS
 from ember.inductor.lowering.graph_lowering import compute_device, lower_graph
+from ember.inductor.passes.channels_last import channels_last, prefers_channels_last
 from ember.inductor.passes.common_subexpressions import eliminate_common_subexpressions
 from ember.inductor.passes.dead_code import eliminate_dead_code
 from ember.inductor.passes.pad_matmuls import pad_matmuls
@@ -72,20 +73,30 @@ def compile_graph(
     config: InductorConfig | None = None,
     backend: CodegenBackend | None = None,
     cache: ArtifactCache | None = None,
+    input_strides: Mapping[int, tuple[int, ...]] | None = None,
 ) -> CompiledGraph:
     """Compile `graph` for the device its tensors live on (C++ on CPU, Triton on CUDA): the
-    callable runs it as `ember.prims.run(graph, ...)` would."""
+    callable runs it as `ember.prims.run(graph, ...)` would. `input_strides` gives inputs,
+    by position, the strides their tensors arrive with where they differ from the spec (a
+    backward's saved activations in the layout its forward chose, `saved_layouts`)."""
     config = config or load(InductorConfig)
     device = compute_device(graph)
     backend = backend or backend_for(device, config)
     cache = cache or ArtifactCache()
-    key = _graph_key(graph, config, backend) if config.cache else None
+    key = _graph_key(graph, config, backend, input_strides) if config.cache else None
     artifact = _cached(cache, key)
     if artifact is None:
-        artifact = generate(graph, backend, config, device)
+        artifact = generate(graph, backend, config, device, input_strides)
         if key is not None:
             cache.put(key, json.dumps(artifact).encode())
     return _load(graph, artifact, backend, cache)
+
+
+def saved_layouts(compiled: CompiledGraph) -> dict[int, tuple[int, ...]]:
+    """A training forward's saved values (by position among them) that it returns in other
+    strides than its Graph declares (channels-last activations): the backward compiles
+    against these (`compile_graph(..., input_strides=)`)."""
+    return dict(compiled.saved_strides)
 
 
 def backend_for(device: torch.device, config: InductorConfig) -> CodegenBackend:
@@ -122,8 +133,10 @@ def generate(
     backend: CodegenBackend,
     config: InductorConfig,
     device: torch.device | None = None,
+    input_strides: Mapping[int, tuple[int, ...]] | None = None,
 ) -> dict[str, Any]:
-    """Run the passes up to generated source: {wrapper, module, extern targets, kernels}."""
+    """Run the passes up to generated source: {wrapper, module, extern targets, kernels,
+    memory, saved_strides}."""
     timings: dict[str, float] = {}
 
     def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -133,16 +146,30 @@ def generate(
         return result
 
     output_specs = _output_specs(graph)
+    saved_outputs = int(graph.meta.get("saved_outputs", "0") or 0)  # a training forward's
     if graph.symbols:
         # TODO(issue 6): ember-prims' decompose needs static sizes; until it takes symbols,
         # a dynamic Graph keeps its ATen ops (extern and fallback calls, no fusion)
         perf_hints.info(
             "graph %s has symbolic sizes: not decomposed, its ops run eagerly", graph.name
         )
-    else:
+    saved_strides: dict[int, tuple[int, ...]] = {}
+    if graph.symbols and input_strides:
+        raise InductorError(
+            f"graph {graph.name} has symbolic sizes but inputs in other strides than its spec; "
+            "compile it with EMBER_INDUCTOR_LAYOUT_OPTIMIZATION=off"
+        )
+    if not graph.symbols:
         graph = timed("decompose", decompose, graph, DECOMPOSITIONS)
         if config.pad_matmuls:
+            before = graph
             graph = timed("pad_matmuls", pad_matmuls, graph)
+            if config.padded_outputs and "saved_inputs" not in graph.meta:
+                output_specs = _padded_outputs(before, graph, output_specs, saved_outputs)
+        if input_strides or _wants_channels_last(graph, config, device or compute_device(graph)):
+            before = graph
+            graph = timed("channels_last", channels_last, graph, input_strides)
+            output_specs, saved_strides = _saved_outputs(before, graph, output_specs, saved_outputs)
     graph = timed("eliminate_common_subexpressions", eliminate_common_subexpressions, graph)
     graph = timed("eliminate_dead_code", eliminate_dead_code, graph)
     atomic_dtypes = getattr(backend, "atomic_dtypes", backend.dtypes)
@@ -190,7 +217,67 @@ def generate(
         "targets": targets,
         "kernels": len(sources),
         "memory": memory,
+        "saved_strides": {str(k): list(v) for k, v in saved_strides.items()},
     }
+
+
+def _wants_channels_last(graph: Graph, config: InductorConfig, device: torch.device) -> bool:
+    if config.layout_optimization == "off":
+        return False
+    if config.layout_optimization == "channels_last":
+        return prefers_channels_last(graph, min_convolutions=1, min_share=0.0)
+    return device.type == "cuda" and prefers_channels_last(graph)
+
+
+def _padded_outputs(
+    before: Graph, after: Graph, output_specs: list[TensorSpec | None], saved: int
+) -> list[TensorSpec | None]:
+    """User-visible outputs that `pad_matmuls` made views of a padded product keep the
+    padded row stride (`padded_outputs`): copying them into row-major strides cost GPT-2's
+    logits a second buffer (+313 MiB peak) and 0.28 ms on the H100; torch.compile returns
+    the view. A training forward's saved values (the last `saved`) and a backward's
+    gradients keep their declared strides."""
+    old, new = before.values(), after.values()
+    specs = list(output_specs)
+    for position, leaf in enumerate(after.output_leaves):
+        if position >= len(after.output_leaves) - saved:
+            break
+        if not isinstance(leaf, Ref) or position >= len(specs):
+            continue
+        was, now = old.get(leaf.name), new.get(leaf.name)
+        if was is None or now is None or was.spec == now.spec:
+            continue
+        declared = specs[position]
+        if isinstance(declared, TensorSpec) and isinstance(now.spec, TensorSpec):
+            if declared.shape == now.spec.shape and declared.dtype == now.spec.dtype:
+                specs[position] = now.spec
+    return specs
+
+
+def _saved_outputs(
+    before: Graph, after: Graph, output_specs: list[TensorSpec | None], saved: int
+) -> tuple[list[TensorSpec | None], dict[int, tuple[int, ...]]]:
+    """A training forward's saved values (its last `saved_outputs` outputs, ember-autodiff's
+    partition says how many) that `channels_last` restrided are returned in their new
+    strides (only the backward reads them); the rest keep the declared ones. Returns the
+    output specs and the new strides by position among the saved values."""
+    leaves = after.output_leaves
+    first = len(leaves) - saved
+    old, new = before.values(), after.values()
+    specs = list(output_specs)
+    strides: dict[int, tuple[int, ...]] = {}
+    for position in range(max(first, 0), len(leaves)):
+        leaf = leaves[position]
+        if not isinstance(leaf, Ref) or leaf.name not in old or position >= len(specs):
+            continue
+        was, now = old[leaf.name].spec, new[leaf.name].spec
+        if not isinstance(now, TensorSpec) or was == now or not now.is_static():
+            continue
+        if leaves.index(leaf) != position:  # also an earlier (user-visible) output
+            continue
+        specs[position] = now
+        strides[position - first] = tuple(int(s) for s in now.strides)
+    return specs, strides
 
 
 def _output_specs(graph: Graph) -> list[TensorSpec | None]:
@@ -241,13 +328,22 @@ def _load(
     ops = {target: resolve_op(target) for target in artifact["targets"]}
     namespace = wrapper_namespace(kernels, ops)
     exec(compile(wrapper, f"<ember wrapper {graph.name}>", "exec"), namespace)  # noqa: S102
-    return CompiledGraph(graph, namespace["call"], wrapper, module, artifact["kernels"])
+    compiled = CompiledGraph(graph, namespace["call"], wrapper, module, artifact["kernels"])
+    saved = artifact.get("saved_strides") or {}
+    compiled.saved_strides = {int(k): tuple(v) for k, v in saved.items()}
+    return compiled
 
 
-def _graph_key(graph: Graph, config: InductorConfig, backend: CodegenBackend) -> str | None:
+def _graph_key(
+    graph: Graph,
+    config: InductorConfig,
+    backend: CodegenBackend,
+    input_strides: Mapping[int, tuple[int, ...]] | None = None,
+) -> str | None:
     try:
         # Provenance (the pass that made the Graph and its time) never decides the code: a
-        # key with it missed on every compile of a captured Graph.
+        # key with it missed on every compile of a captured Graph. How many outputs are
+        # saved for a backward does (their strides are free).
         payload = dumps(dataclasses.replace(graph, meta={}))
     except Exception:  # a Graph the format cannot carry is compiled, just not cached
         return None
@@ -255,6 +351,8 @@ def _graph_key(graph: Graph, config: InductorConfig, backend: CodegenBackend) ->
     versions["sources"] = _source_fingerprint()
     settings = dict(cache_key(config))
     settings["backend"] = type(backend).__name__
+    settings["saved_outputs"] = graph.meta.get("saved_outputs", "0")
+    settings["input_strides"] = sorted((k, list(v)) for k, v in (input_strides or {}).items())
     return ArtifactCache.key(payload, config=settings, versions=versions)
 
 

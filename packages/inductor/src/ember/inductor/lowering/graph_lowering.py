@@ -188,7 +188,7 @@ class LoweringContext:
                 )
             finally:
                 self.split_reductions = True
-        layout = Layout.contiguous(dtype, tuple(ranges))
+        layout = self._result_layout(dtype, tuple(ranges))
         storage = self.new_buffer(layout)
         self.program.nodes.append(
             LoopNode(
@@ -207,6 +207,29 @@ class LoweringContext:
             )
         )
         return StorageView(storage, layout)
+
+    def result_layout(self) -> Layout | None:
+        """The dense layout the current node's one result declares, if any."""
+        values = list(self.node.output_values()) if self.node is not None else []
+        if len(values) != 1 or not isinstance(values[0].spec, TensorSpec):
+            return None
+        layout = spec_layout(values[0].spec)
+        return layout if _dense(layout) else None
+
+    def _result_layout(self, dtype: torch.dtype, size: tuple[Expr, ...]) -> Layout:
+        """A reduction result's layout: its spec's when that is dense and describes this
+        result (a channels-last pooling window, `passes/channels_last.py`), else row-major."""
+        values = list(self.node.output_values()) if self.node is not None else []
+        if len(values) == 1 and isinstance(values[0].spec, TensorSpec):
+            layout = spec_layout(values[0].spec)
+            if (
+                layout.dtype == dtype
+                and len(layout.size) == len(size)
+                and all(same(a, b) for a, b in zip(layout.size, size))
+                and _dense(layout)
+            ):
+                return layout
+        return Layout.contiguous(dtype, size)
 
     def _split_reduction(
         self,
@@ -534,6 +557,10 @@ def _lower(
                         view = ctx.realize(_copy_of(view), wanted)
                     else:
                         program.output_restrides[len(program.outputs)] = wanted
+                elif wanted is not None and not program.storages[view.storage].is_input:
+                    # same elements: take the declared strides of size-1 dims too (a 1x1
+                    # weight's gradient from a channels-last convolution)
+                    view = StorageView(view.storage, _size_one_strides(view.layout, wanted))
                 program.outputs.append(TensorArg(view.storage, view.layout))
                 continue
             program.outputs.append(value)
@@ -589,9 +616,33 @@ def _lower_node(ctx: LoweringContext, node: Node) -> None:
                 and len(lowered.reads) <= ROW_LOCAL_READS
                 and _row_local_readers(ctx, value)
             )
+            and not _one_expression(ctx, value)
         )
         if value.name in ctx.force_realize or shared or lowered.cost > REALIZE_ANY_COST:
             ctx.realize(lowered, ctx.spec_layout(value.name))
+
+
+def _one_expression(ctx: LoweringContext, value: Value) -> bool:
+    """Whether every reader of `value` is an elementwise prim feeding one last reader, which
+    reads `value` too: ReLU's `where(x <= 0, 0, x)`. Inlined, `value` is computed once (the
+    kernel shares equal subexpressions); realized, it was written and read back in a kernel
+    of its own (ResNet-50's residual add before each ReLU: a 51 MB bf16 map)."""
+    readers = ctx.readers.get(value.name, [])
+    if len(readers) < 2:
+        return False
+    outputs = {leaf.name for leaf in ctx.graph.output_leaves if isinstance(leaf, Ref)}
+    last = readers[-1]
+    for reader in readers:
+        if getattr(resolve_op(reader.target), "family", None) != "elementwise":
+            return False
+    for reader in readers[:-1]:  # the last may be an output (a saved activation)
+        results = list(reader.output_values())
+        if reader is last or len(results) != 1 or results[0].name in outputs:
+            return False
+        later = ctx.readers.get(results[0].name, [])
+        if len(later) != 1 or later[0] is not last:
+            return False
+    return True
 
 
 def _row_local_readers(ctx: LoweringContext, value: Value) -> bool:
@@ -701,6 +752,17 @@ def _restrided_copy_needed(program: Program, view: StorageView, wanted: Layout) 
         for have, want, size in zip(view.layout.stride, wanted.stride, wanted.size)
         if not same(size, sympy.S.One)
     )
+
+
+def _size_one_strides(layout: Layout, wanted: Layout) -> Layout:
+    """`layout` with `wanted`'s strides in its size-1 dims (which address nothing)."""
+    if len(layout.stride) != len(wanted.stride):
+        return layout
+    stride = tuple(
+        want if same(size, sympy.S.One) else have
+        for have, want, size in zip(layout.stride, wanted.stride, layout.size)
+    )
+    return Layout(layout.dtype, layout.size, stride, layout.offset)
 
 
 def _merge(*groups: tuple[str, ...]) -> tuple[str, ...]:

@@ -30,8 +30,9 @@ def scatter_add(
     dtype = ctx.output_spec().dtype
     if dtype == torch.bool or dtype not in ctx.atomic_dtypes:
         raise Unlowerable(f"no atomic add of {dtype} in this code generator")
-    # a fresh buffer even when `a` is memory already: the accumulation must not write `a`
-    target = ctx.realize(lazy(dtype, a.size, a.loader(), [a], ctx.origin()))
+    # a fresh buffer even when `a` is memory already: the accumulation must not write `a`;
+    # in its spec's strides (channels-last for max pooling's backward, passes/channels_last)
+    target = ctx.realize(lazy(dtype, a.size, a.loader(), [a], ctx.origin()), ctx.result_layout())
     dim = dim % max(len(a.size), 1)
     variables = [index_var("x", i) for i in range(len(index.size))]
     symbol = sympy.Symbol(ctx.fresh("ind"), integer=True)
