@@ -297,3 +297,24 @@ def test_templates_compile_to_ptx_without_a_gpu(tmp_path: Path) -> None:
     for name in PTX_CASES:
         assert report[name + ":target"] and all(report[name + ":target"]), name
         assert all(count > 0 for count in report[name]), (name, report[name])
+
+
+def test_an_operand_written_before_the_epilogue_keeps_the_product_in_place(
+    cache: ArtifactCache, interpreter: None
+) -> None:
+    """The product moves to its epilogue's place only if nothing between writes its operands:
+    here the input `a` is updated in place after the product and before the kernel that
+    reads it, so the template stays where the matmul was (values as eager's)."""
+
+    def fn(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        product = a @ b
+        a.mul_(2)
+        c.add_(a.sum())
+        return torch.relu(product) + c[0]
+
+    inputs = (_randn(12, 20), _randn(20, 9, seed=1), _randn(3, seed=2))
+    eager_inputs = tuple(t.clone() for t in inputs)
+    graph = prims.trace(fn, *[t.clone() for t in inputs])
+    compiled = compile_graph(graph, inputs, config=_config(), backend=TritonBackend(), cache=cache)
+    _close(compiled(*inputs), fn(*eager_inputs))
+    _close(inputs, eager_inputs)

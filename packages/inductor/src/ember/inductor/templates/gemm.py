@@ -265,13 +265,22 @@ def _epilogue_position(
         reads = {s for m in item.members for s in m.node.reads()}
         writes = {m.node.storage for m in item.members}
         if gemm.result not in reads:
-            if writes & operands:
+            # the product moves past this kernel: it may write only buffers of its own (an
+            # input or an extern result may share memory with an operand under another name)
+            if writes & operands or any(_may_alias(program, name) for name in writes):
                 return None
             continue
         if isinstance(item, GemmKernel) or writes & operands:
             return None
         return at if _fits_epilogue(item, gemm) else None
     return None
+
+
+def _may_alias(program: Program, storage: str) -> bool:
+    """Whether `storage` may share memory with another storage: a graph input, or an extern
+    result (a fallback may return a view of its argument)."""
+    info = program.storages[storage]
+    return info.is_input or info.layout is None
 
 
 def _fits_epilogue(kernel: Kernel, gemm: Gemm) -> bool:
