@@ -1,5 +1,6 @@
-"""GEMM templates in the scheduled program: an extern `mm`/`addmm`/`bmm` and the pointwise
-kernel that reads its result become one `GemmKernel` (the matmul's tiles, then the epilogue
+"""GEMM templates in the scheduled program: an extern `mm`/`addmm`/`bmm` (or a convolution,
+as an implicit GEMM: `templates/conv.py`) and the pointwise kernel that reads its result
+become one `GemmKernel` (the matmul's tiles, then the epilogue
 on the accumulator in registers), so bias, activation, residual add, scale and cast never
 round-trip through memory.
 
@@ -16,15 +17,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import sympy
 import torch
 
 from ember.inductor.ir import body
+from ember.inductor.ir.body import BodyValue
 from ember.inductor.ir.indexing import FloorDiv, ModularIndexing, index_var, product
 from ember.inductor.ir.program import ExternNode, LoopNode, Program, TensorArg
 from ember.inductor.ir.tensors import Layout
 from ember.inductor.scheduler.fusion import Kernel, Member, ScheduledNode
+
+if TYPE_CHECKING:
+    from ember.inductor.templates.conv import Conv
 
 GEMM_TARGETS = ("aten::mm.default", "aten::addmm.default", "aten::bmm.default")
 GEMM_DTYPES = frozenset({torch.float16, torch.bfloat16, torch.float32})
@@ -62,6 +68,7 @@ class Gemm:
     store_result: bool  # whether anything but the fused epilogue reads the result
     source: str = ""
     extern: ExternNode | None = None  # the call it replaces (the fallback the choice measures)
+    conv: Conv | None = None  # a convolution as an implicit GEMM (`templates/conv.py`)
 
 
 @dataclass
@@ -90,6 +97,9 @@ def use_gemm_templates(program: Program, scheduled: Sequence[ScheduledNode]) -> 
         readers = _readers(items, gemm.result, skip={position, at if at is not None else -1})
         kept = {arg.storage for arg in program.outputs if isinstance(arg, TensorArg)}
         store = epilogue is None or bool(readers) or gemm.result in kept
+        if store and gemm.conv is not None:  # a convolution only fused (see conv.py)
+            position += 1
+            continue
         gemm = dataclasses.replace(gemm, store_result=store, extern=item)
         if store:  # the template writes the result into a buffer of its own
             storage = program.storages[gemm.result]
@@ -106,7 +116,7 @@ def use_gemm_templates(program: Program, scheduled: Sequence[ScheduledNode]) -> 
     return items
 
 
-def _static(values: Sequence[object]) -> list[int] | None:
+def static(values: Sequence[object]) -> list[int] | None:
     result: list[int] = []
     for value in values:
         expr = sympy.sympify(value)
@@ -121,8 +131,8 @@ def _operand(arg: object, rows: int, cols: int, batched: bool) -> Operand | None
     if not isinstance(arg, TensorArg):
         return None
     layout = arg.layout
-    sizes, strides = _static(layout.size), _static(layout.stride)
-    offset = _static([layout.offset])
+    sizes, strides = static(layout.size), static(layout.stride)
+    offset = static([layout.offset])
     if sizes is None or strides is None or offset is None:
         return None
     if batched:
@@ -148,8 +158,8 @@ def _bias(arg: object, m: int, n: int) -> Operand | None:
     """addmm's input, broadcast to `[m, n]` from the right."""
     if not isinstance(arg, TensorArg):
         return None
-    sizes, strides = _static(arg.layout.size), _static(arg.layout.stride)
-    offset = _static([arg.layout.offset])
+    sizes, strides = static(arg.layout.size), static(arg.layout.stride)
+    offset = static([arg.layout.offset])
     if sizes is None or strides is None or offset is None or len(sizes) > 2:
         return None
     padded = [1] * (2 - len(sizes)) + sizes
@@ -169,9 +179,28 @@ def _number(value: object, default: float) -> float | None:
     return float(value)
 
 
+def dense(layout: Layout) -> bool:
+    """Whether `layout` covers its elements without gaps or overlaps, from offset 0, with its
+    first dimension outermost (a contiguous or channels-last tensor)."""
+    sizes, strides = static(layout.size), static(layout.stride)
+    if sizes is None or strides is None or static([layout.offset]) != [0]:
+        return False
+    order = sorted(range(len(sizes)), key=lambda d: (strides[d], -d))
+    expected = 1
+    for dim in order:
+        if sizes[dim] != 1 and strides[dim] != expected:
+            return False
+        expected *= sizes[dim]
+    return not sizes or sizes[0] == 1 or order[-1] == 0
+
+
 def _gemm_of(node: ExternNode, program: Program) -> Gemm | None:
     """The matmul `node` computes, when a template can compute it: static sizes, one of the
     template's dtypes, a contiguous result."""
+    if node.target == "aten::convolution.default":
+        from ember.inductor.templates.conv import conv_of
+
+        return conv_of(node, program)
     if node.target not in GEMM_TARGETS or node.writes_to or len(node.outputs) != 1:
         return None
     result = node.outputs[0]
@@ -180,7 +209,7 @@ def _gemm_of(node: ExternNode, program: Program) -> Gemm | None:
     declared = program.storages[result].declared
     if declared is None or not declared.is_contiguous():
         return None
-    out_sizes = _static(declared.size)
+    out_sizes = static(declared.size)
     if out_sizes is None or declared.dtype not in GEMM_DTYPES:
         return None
     args = list(node.args)
@@ -196,7 +225,7 @@ def _gemm_of(node: ExternNode, program: Program) -> Gemm | None:
         if len(out_sizes) != 2:
             return None
         batch, (m, n) = 1, out_sizes
-    k_sizes = _static([first.layout.size[-1]])
+    k_sizes = static([first.layout.size[-1]])
     if k_sizes is None or min(m, n, k_sizes[0], batch) < 1:
         return None
     k = k_sizes[0]
@@ -288,7 +317,7 @@ def _fits_epilogue(kernel: Kernel, gemm: Gemm) -> bool:
     point it computes (the flat index of its loops)."""
     if kernel.inner or not kernel.outer:
         return False
-    sizes = _static(kernel.outer)
+    sizes = static(kernel.outer)
     if sizes is None or product(sizes) != gemm.batch * gemm.m * gemm.n:
         return False
     flat = _flat(len(sizes), sizes)
@@ -316,23 +345,16 @@ def _flat(count: int, sizes: Sequence[int]) -> sympy.Expr:
     return sympy.expand(flat)
 
 
-def _gemm_kernel(gemm: Gemm, epilogue: Kernel | None, number: int) -> GemmKernel:
-    """The kernel: the matmul as a reduction member over the epilogue's loops, then the
-    epilogue's members."""
-    outer = (
-        epilogue.outer if epilogue is not None else (sympy.Integer(gemm.batch * gemm.m * gemm.n),)
-    )
-    sizes = _static(outer)
-    assert sizes is not None
-    flat = _flat(len(sizes), sizes)
+def _product_reads(gemm: Gemm, flat: sympy.Expr, k: sympy.Symbol) -> BodyValue:
+    """The product at point `flat` of its result and reduction index `k` in the loop IR:
+    `a[b, m, k] * b[b, k, n] (+ bias[m, n])`."""
     batch = FloorDiv(flat, gemm.m * gemm.n) if gemm.batch > 1 else sympy.S.Zero
     row = ModularIndexing(flat, gemm.n, gemm.m)
     col = ModularIndexing(flat, 1, gemm.n)
-    k = index_var("r", 0)
     a, b = gemm.a, gemm.b
     a_index = a.offset + batch * a.batch_stride + row * a.row_stride + k * a.col_stride
     b_index = b.offset + batch * b.batch_stride + k * b.row_stride + col * b.col_stride
-    product_value = body.binary(
+    value = body.binary(
         "mul",
         body.load(a.storage, sympy.expand(a_index), gemm.dtype),
         body.load(b.storage, sympy.expand(b_index), gemm.dtype),
@@ -341,7 +363,26 @@ def _gemm_kernel(gemm: Gemm, epilogue: Kernel | None, number: int) -> GemmKernel
         bias = gemm.bias
         bias_index = bias.offset + row * bias.row_stride + col * bias.col_stride
         bias_value = body.load(bias.storage, sympy.expand(bias_index), gemm.dtype)
-        product_value = body.binary("add", product_value, bias_value)
+        value = body.binary("add", value, bias_value)
+    return value
+
+
+def _gemm_kernel(gemm: Gemm, epilogue: Kernel | None, number: int) -> GemmKernel:
+    """The kernel: the matmul as a reduction member over the epilogue's loops, then the
+    epilogue's members."""
+    outer = (
+        epilogue.outer if epilogue is not None else (sympy.Integer(gemm.batch * gemm.m * gemm.n),)
+    )
+    sizes = static(outer)
+    assert sizes is not None
+    flat = _flat(len(sizes), sizes)
+    k = index_var("r", 0)
+    if gemm.conv is not None:
+        from ember.inductor.templates.conv import conv_reads
+
+        product_value = conv_reads(gemm, flat, k)
+    else:
+        product_value = _product_reads(gemm, flat, k)
     node = LoopNode(
         name=f"gemm_{gemm.result}",
         storage=gemm.result,
@@ -350,7 +391,7 @@ def _gemm_kernel(gemm: Gemm, epilogue: Kernel | None, number: int) -> GemmKernel
         variables=tuple(index_var("x", p) for p in range(len(sizes))),
         body=product_value,
         dtype=gemm.dtype,
-        origins=("mm" if gemm.batch == 1 else "bmm",),
+        origins=("conv" if gemm.conv is not None else "mm" if gemm.batch == 1 else "bmm",),
         reduction_ranges=(sympy.Integer(gemm.k),),
         reduction_variables=(k,),
         reduction_type="sum",
@@ -373,4 +414,13 @@ def _gemm_kernel(gemm: Gemm, epilogue: Kernel | None, number: int) -> GemmKernel
     return kernel
 
 
-__all__ = ["GEMM_TARGETS", "Gemm", "GemmKernel", "Operand", "use_gemm_templates"]
+__all__ = [
+    "GEMM_DTYPES",
+    "GEMM_TARGETS",
+    "Gemm",
+    "GemmKernel",
+    "Operand",
+    "dense",
+    "static",
+    "use_gemm_templates",
+]

@@ -120,7 +120,7 @@ class GemmWriter(TritonKernelWriter):
 
     def _gemm_body(self) -> list[str]:
         gemm = self.gemm
-        m, n, k = gemm.m, gemm.n, gemm.k
+        m, n = gemm.m, gemm.n
         self.lines = []
         self.depth = 1
         index_type = "tl.int64" if self.wide else "tl.int32"
@@ -138,35 +138,12 @@ class GemmWriter(TritonKernelWriter):
             self.line("pid_n = (tile % width) // group_rows")
             self.line("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
             self.line("rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
-            # rows and columns past the edge read row 0 (their results are never stored);
-            # whole tiles let Triton vectorize along a contiguous dimension
-            with self.block(f"if {m} % BLOCK_M == 0:"):
-                self.line("ram = tl.max_contiguous(tl.multiple_of(rm, BLOCK_M), BLOCK_M)")
-            with self.block("else:"):
-                self.line(f"ram = rm % {m}")
-            with self.block(f"if {n} % BLOCK_N == 0:"):
-                self.line("rbn = tl.max_contiguous(tl.multiple_of(rn, BLOCK_N), BLOCK_N)")
-            with self.block("else:"):
-                self.line(f"rbn = rn % {n}")
-            self.line("rk = tl.arange(0, BLOCK_K)")
-            self._operand_pointers("a_ptrs", gemm.a, "ram", "rk")
-            self._operand_pointers("b_ptrs", gemm.b, "rk", "rbn")
             self.line("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
-            precision = ', input_precision="ieee"' if gemm.dtype == torch.float32 else ""
-            with self.block(f"for k in range(0, {k}, BLOCK_K):"):
-                with self.block(f"if {k} % BLOCK_K == 0:"):
-                    self.line("a = tl.load(a_ptrs)")
-                    self.line("b = tl.load(b_ptrs)")
-                with self.block("else:"):
-                    self.line(f"a = tl.load(a_ptrs, mask=rk[None, :] < {k} - k, other=0.0)")
-                    self.line(f"b = tl.load(b_ptrs, mask=rk[:, None] < {k} - k, other=0.0)")
-                with self.block("if UPCAST:"):
-                    self.line("a = a.to(tl.float32)")
-                    self.line("b = b.to(tl.float32)")
-                self.line(f"acc += tl.dot(a, b{precision})")
-                self.line(f"a_ptrs += BLOCK_K * {gemm.a.col_stride}")
-                self.line(f"b_ptrs += BLOCK_K * {gemm.b.row_stride}")
-            self.line(f"xindex = pid_b * {m * n} + rm[:, None] * {n} + rn[None, :]")
+            if gemm.conv is not None:
+                self._convolution_loop()
+            else:
+                self._product_loop()
+            self._tile_index()
             self.line(f"mmask = (rm < {m})[:, None]")
             self.line(f"nmask = (rn < {n})[None, :]")
             self.line("xmask = mmask & nmask")
@@ -176,6 +153,100 @@ class GemmWriter(TritonKernelWriter):
                 self._store(member, self.value(member.body, {}))
         return self.lines
 
+    def _product_loop(self) -> None:
+        """The K loop of a matrix product: operand blocks by their strides."""
+        gemm = self.gemm
+        m, n, k = gemm.m, gemm.n, gemm.k
+        # rows and columns past the edge read row 0 (their results are never stored);
+        # whole tiles let Triton vectorize along a contiguous dimension
+        with self.block(f"if {m} % BLOCK_M == 0:"):
+            self.line("ram = tl.max_contiguous(tl.multiple_of(rm, BLOCK_M), BLOCK_M)")
+        with self.block("else:"):
+            self.line(f"ram = rm % {m}")
+        with self.block(f"if {n} % BLOCK_N == 0:"):
+            self.line("rbn = tl.max_contiguous(tl.multiple_of(rn, BLOCK_N), BLOCK_N)")
+        with self.block("else:"):
+            self.line(f"rbn = rn % {n}")
+        self.line("rk = tl.arange(0, BLOCK_K)")
+        self._operand_pointers("a_ptrs", gemm.a, "ram", "rk")
+        self._operand_pointers("b_ptrs", gemm.b, "rk", "rbn")
+        precision = ', input_precision="ieee"' if gemm.dtype == torch.float32 else ""
+        with self.block(f"for k in range(0, {k}, BLOCK_K):"):
+            with self.block(f"if {k} % BLOCK_K == 0:"):
+                self.line("a = tl.load(a_ptrs)")
+                self.line("b = tl.load(b_ptrs)")
+            with self.block("else:"):
+                self.line(f"a = tl.load(a_ptrs, mask=rk[None, :] < {k} - k, other=0.0)")
+                self.line(f"b = tl.load(b_ptrs, mask=rk[:, None] < {k} - k, other=0.0)")
+            with self.block("if UPCAST:"):
+                self.line("a = a.to(tl.float32)")
+                self.line("b = b.to(tl.float32)")
+            self.line(f"acc += tl.dot(a, b{precision})")
+            self.line(f"a_ptrs += BLOCK_K * {gemm.a.col_stride}")
+            self.line(f"b_ptrs += BLOCK_K * {gemm.b.row_stride}")
+
+    def _tile_index(self) -> None:
+        """`xindex`: the flat index of each tile point in the result (and the epilogue)."""
+        gemm = self.gemm
+        conv = gemm.conv
+        if conv is None:
+            self.line(f"xindex = pid_b * {gemm.m * gemm.n} + rm[:, None] * {gemm.n} + rn[None, :]")
+            return
+        # the result's dense layout: image, output channel, output row and column
+        hw = conv.out_h * conv.out_w
+        sn, sc, sh, sw = conv.result_strides
+        self.line(f"out_image = (rm // {hw})[:, None]")
+        self.line(f"out_pixel = (rm % {hw})[:, None]")
+        self.line(
+            f"xindex = out_image * {sn} + rn[None, :] * {sc} + (out_pixel // {conv.out_w}) * {sh} "
+            f"+ (out_pixel % {conv.out_w}) * {sw}"
+        )
+
+    def _convolution_loop(self) -> None:
+        """The K loop of a convolution as an implicit GEMM: for each kernel tap, the input
+        pixels its output rows read (zero outside the image) over channel blocks."""
+        gemm = self.gemm
+        conv = gemm.conv
+        assert conv is not None
+        hw = conv.out_h * conv.out_w
+        sn, sc, sh, sw = conv.input_strides
+        wo, wc, wh, ww = conv.weight_strides
+        self.line(f"ram = rm % {gemm.m}")
+        self.line(f"rbn = rn % {gemm.n}")
+        self.line(f"image = ram // {hw}")
+        self.line(f"pixel = ram % {hw}")
+        self.line(f"row0 = (pixel // {conv.out_w}) * {conv.stride[0]} - {conv.padding[0]}")
+        self.line(f"column0 = (pixel % {conv.out_w}) * {conv.stride[1]} - {conv.padding[1]}")
+        self.line("rk = tl.arange(0, BLOCK_K)")
+        precision = ', input_precision="ieee"' if gemm.dtype == torch.float32 else ""
+        data, weight = self._use(gemm.a.storage), self._use(gemm.b.storage)
+        with self.block(f"for tap in range(0, {conv.kernel_h * conv.kernel_w}):"):
+            self.line(f"kh = tap // {conv.kernel_w}")
+            self.line(f"kw = tap % {conv.kernel_w}")
+            self.line(f"row = row0 + kh * {conv.dilation[0]}")
+            self.line(f"column = column0 + kw * {conv.dilation[1]}")
+            self.line(
+                f"inside = (row >= 0) & (row < {conv.height}) & (column >= 0) & "
+                f"(column < {conv.width})"
+            )
+            self.line(f"pixels = {gemm.a.offset} + image * {sn} + row * {sh} + column * {sw}")
+            self.line(f"taps = {gemm.b.offset} + kh * {wh} + kw * {ww}")
+            with self.block(f"for c in range(0, {conv.channels}, BLOCK_K):"):
+                self.line("channels = c + rk")
+                self.line(f"cmask = channels < {conv.channels}")
+                self.line(
+                    f"a = tl.load({data} + (pixels[:, None] + channels[None, :] * {sc}), "
+                    "mask=inside[:, None] & cmask[None, :], other=0.0)"
+                )
+                self.line(
+                    f"b = tl.load({weight} + (taps + channels[:, None] * {wc} + "
+                    f"rbn[None, :] * {wo}), mask=cmask[:, None], other=0.0)"
+                )
+                with self.block("if UPCAST:"):
+                    self.line("a = a.to(tl.float32)")
+                    self.line("b = b.to(tl.float32)")
+                self.line(f"acc += tl.dot(a, b{precision})")
+
     def _loop_variables(self) -> None:
         """The epilogue's loop variables on the tile. When its loops split into row loops
         (batch and M) and column loops (N), each is a `[BLOCK_M, 1]` or `[1, BLOCK_N]` vector of
@@ -184,6 +255,9 @@ class GemmWriter(TritonKernelWriter):
         `xindex`."""
         sizes = [int(size) for size in self.kernel.outer]
         gemm = self.gemm
+        if gemm.conv is not None:  # tile rows are (image, pixel): flat index only
+            self._split("xindex", "x", self.kernel.outer)
+            return
         split = next(
             (at for at in range(len(sizes) + 1) if _product(sizes[at:]) == gemm.n),
             None,
@@ -273,6 +347,20 @@ def _extern_description(gemm: Gemm, kernel: GemmKernel) -> dict[str, object]:
         "shape": [gemm.batch, gemm.m, gemm.n, gemm.k],
         "dtype": str(gemm.dtype),
         "epilogue": kernel.epilogue is not None,
+        "conv": None
+        if gemm.conv is None
+        else {
+            "stride": list(gemm.conv.stride),
+            "padding": list(gemm.conv.padding),
+            "dilation": list(gemm.conv.dilation),
+            "result_size": [
+                gemm.conv.batch,
+                gemm.conv.out_channels,
+                gemm.conv.out_h,
+                gemm.conv.out_w,
+            ],
+            "result_stride": list(gemm.conv.result_strides),
+        },
     }
 
 

@@ -1,0 +1,178 @@
+"""Convolution as an implicit GEMM under Triton's interpreter: 2-D convolutions with fused
+epilogues (bias and ReLU, residual add, batch norm in inference, GELU) over strides, padding,
+dilation, odd channel counts and channels-last tensors, against eager; the epilogue fuses
+(one kernel, no cuDNN call); a convolution with nothing to fuse stays cuDNN's; the vendor
+path (cuDNN, then the epilogue kernel) computes the same values."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember.prims as prims
+from ember.inductor.codegen.triton import TritonBackend
+from ember.inductor.config import InductorConfig
+from ember.inductor.pipeline import compile_graph, generate
+from ember.inductor.templates.gemm_choice import GemmChoice
+from ember.prims.config import load
+from ember.runtime import ArtifactCache
+
+pytest.importorskip("triton")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArtifactCache]:
+    yield ArtifactCache(Path(tmp_path_factory.mktemp("conv-cache")))
+
+
+@pytest.fixture
+def interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def _config(**changes: Any) -> InductorConfig:
+    settings: dict[str, Any] = {"gemm_templates": True, "cache": False, **changes}
+    return dataclasses.replace(load(InductorConfig), **settings)
+
+
+def _randn(*size: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*size, generator=torch.Generator().manual_seed(seed))
+
+
+def _channels_last(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous(memory_format=torch.channels_last)
+
+
+def _batch_norm(x: torch.Tensor, w: torch.Tensor, mean: torch.Tensor,
+                var: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    y = F.conv2d(x, w, padding=1)
+    return torch.relu(F.batch_norm(y, mean, var, training=False))
+
+
+CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]]]] = {
+    "bias_relu_3x3": (
+        lambda x, w, b: torch.relu(F.conv2d(x, w, b, padding=1)),
+        lambda: (_randn(2, 5, 9, 8), _randn(7, 5, 3, 3, seed=1), _randn(7, seed=2)),
+    ),
+    "strided_dilated_residual": (
+        lambda x, w, r: F.conv2d(x, w, stride=2, padding=2, dilation=2) + r,
+        lambda: (_randn(2, 3, 11, 10), _randn(6, 3, 3, 3, seed=1), _randn(2, 6, 6, 5, seed=2)),
+    ),
+    "pointwise_1x1_gelu": (
+        lambda x, w: F.gelu(F.conv2d(x, w)),
+        lambda: (_randn(3, 20, 6, 6), _randn(17, 20, 1, 1, seed=1)),
+    ),
+    "channels_last_bias_silu": (
+        lambda x, w, b: F.silu(F.conv2d(x, w, b, padding=(1, 0))),
+        lambda: (
+            _channels_last(_randn(2, 6, 7, 9)),
+            _channels_last(_randn(10, 6, 3, 2, seed=1)),
+            _randn(10, seed=2),
+        ),
+    ),
+    "batch_norm_inference": (
+        _batch_norm,
+        lambda: (
+            _randn(2, 4, 6, 6),
+            _randn(8, 4, 3, 3, seed=1),
+            _randn(8, seed=2),
+            _randn(8, seed=3).abs() + 0.5,
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_conv_templates_match_eager(name: str, cache: ArtifactCache, interpreter: None) -> None:
+    fn, make_inputs = CASES[name]
+    inputs = make_inputs()
+    graph = prims.trace(fn, *inputs)
+    compiled = compile_graph(graph, inputs, config=_config(), backend=TritonBackend(), cache=cache)
+    kernels = compiled.call.__globals__["kernels"].values()
+    assert any(isinstance(k, GemmChoice) for k in kernels)
+    torch.testing.assert_close(compiled(*inputs), fn(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_epilogue_fuses_and_a_bare_conv_stays_cudnn() -> None:
+    fn, make_inputs = CASES["bias_relu_3x3"]
+    inputs = make_inputs()
+    fused = generate(prims.trace(fn, *inputs), TritonBackend(), _config(), torch.device("cuda"))
+    assert fused["kernels"] == 1 and fused["targets"] == []
+
+    def bare(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, w, padding=1)
+
+    alone = generate(prims.trace(bare, *inputs[:2]), TritonBackend(), _config(),
+                     torch.device("cuda"))  # fmt: skip
+    assert alone["targets"] == ["aten::convolution.default"]
+
+
+@pytest.mark.parametrize("name", ["strided_dilated_residual", "channels_last_bias_silu"])
+def test_conv_vendor_path_computes_the_same_values(
+    name: str, cache: ArtifactCache, interpreter: None
+) -> None:
+    fn, make_inputs = CASES[name]
+    inputs = make_inputs()
+    graph = prims.trace(fn, *inputs)
+    compiled = compile_graph(graph, inputs, config=_config(), backend=TritonBackend(), cache=cache)
+    (choice,) = [
+        k for k in compiled.call.__globals__["kernels"].values() if isinstance(k, GemmChoice)
+    ]
+    choice.launch = choice.vendor  # as if cuDNN had measured faster
+    torch.testing.assert_close(compiled(*inputs), fn(*inputs), rtol=1e-4, atol=1e-4)
+
+
+_PTX_SCRIPT = """
+import importlib.util, json, sys
+import torch
+import ember.prims as prims
+from ember.inductor.codegen.triton import TritonBackend
+from ember.inductor.pipeline import generate
+from ember.runtime import ArtifactCache
+from triton.backends.compiler import GPUTarget
+
+spec = importlib.util.spec_from_file_location("conv_cases", sys.argv[1])
+cases = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cases)
+backend = TritonBackend()
+cache = ArtifactCache(sys.argv[2])
+report = {}
+for name in sys.argv[3:]:
+    fn, make_inputs = cases.CASES[name]
+    inputs = tuple(t.to(torch.bfloat16) for t in make_inputs())
+    artifact = generate(prims.trace(fn, *inputs), backend, cases._config(), torch.device("cuda"))
+    kernels = backend.load(artifact["module"], cache)
+    choice = [k for k in kernels.values() if hasattr(k, "template")][0]
+    compiled = choice.template.precompile(GPUTarget("cuda", 90, 32))
+    report[name] = [".target sm_90" in c.asm["ptx"] and "mma" in c.asm["ptx"] for c in compiled]
+print(json.dumps(report))
+"""
+
+
+def test_conv_templates_compile_to_ptx_without_a_gpu(tmp_path: Path) -> None:
+    """A bfloat16 implicit-GEMM convolution builds for an H100 (sm_90) here, with tensor-core
+    instructions in it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    names = ["bias_relu_3x3", "channels_last_bias_silu"]
+    environment = {**os.environ, "TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run(
+        [sys.executable, "-c", _PTX_SCRIPT, __file__, str(tmp_path), *names],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert sorted(report) == sorted(names)
+    assert all(report[name] and all(report[name]) for name in names), report
