@@ -5,7 +5,7 @@ in `launch.source`): parameters by name, constexprs and the grid block as litera
 no dict, no `inspect`. Per call it ORs the pointers' `data_ptr()`s to check 16-byte alignment
 (an unaligned one switches to the unaligned variant), computes the grid from numel, reads the
 current stream once and calls Triton's launcher (its C function directly, when Triton's Python
-wrapper would add nothing but a frame). A launch that fails is explained afterwards
+wrapper would add nothing but a frame); launch metadata and hooks only while a hook is set. A launch that fails is explained afterwards
 (a CPU tensor names its parameter), so the checks cost nothing on calls that succeed.
 """
 
@@ -59,13 +59,6 @@ def compiled_launch(
     lines.append(f"        _e_grid = (_e_numel + {block - 1}) // {block}")
     lines.append(f"        _e_stream = _e_get_stream({device})")
     call_args = ", ".join(repr(constants[n]) if n in constants else n for n in arg_names)
-    metadata = "None"
-    if enter_hook is not None:
-        lines.append(
-            f"        _e_metadata = _e_compiled.launch_metadata((_e_grid, 1, 1), _e_stream, {call_args})"
-        )
-        metadata = "_e_metadata"
-    hooks = "None, None" if enter_hook is None and exit_hook is None else "_e_enter, _e_exit"
     direct = _unwrap_cuda_launcher(run)
     if direct is not None:
         # What CudaLauncher.__call__ passes to its C function when no scratch memory is needed
@@ -74,10 +67,24 @@ def compiled_launch(
         flags = f"{cooperative!r}, {pdl!r}, None, None, "
     else:
         flags = ""
-    lines.append(
-        f"        _e_run(_e_grid, 1, 1, _e_stream, _e_function, {flags}_e_packed, {metadata}, "
-        f"{hooks}, {call_args})"
-    )
+    start = f"_e_run(_e_grid, 1, 1, _e_stream, _e_function, {flags}_e_packed"
+    plain = f"{start}, None, None, None, {call_args})"
+    hooked = [
+        f"_e_metadata = _e_compiled.launch_metadata((_e_grid, 1, 1), _e_stream, {call_args})",
+        f"{start}, _e_metadata, _e_enter, _e_exit, {call_args})",
+    ]
+    if enter_hook is None and exit_hook is None:
+        lines.append(f"        {plain}")
+    elif _is_chain(enter_hook) and _is_chain(exit_hook):
+        # Triton 3.6's hooks are HookChains, never None and nearly always empty: building the
+        # launch metadata and calling two empty chains cost more than the launch itself.
+        # A hook added later (a profiler) is seen on the next launch.
+        lines.append("        if _e_enter.calls or _e_exit.calls:")
+        lines += [f"            {line}" for line in hooked]
+        lines.append("        else:")
+        lines.append(f"            {plain}")
+    else:
+        lines += [f"        {line}" for line in hooked]
     lines.append("    except Exception as _e_error:")
     lines.append(f"        _e_explain(_e_error, ({names},))")
     lines.append("        raise")
@@ -103,6 +110,11 @@ def compiled_launch(
     launch: Any = namespace["launch"]
     launch.source = source
     return launch
+
+
+def _is_chain(hook: Any) -> bool:
+    """Whether `hook` is a chain of hooks (Triton's HookChain: its `calls` may be empty)."""
+    return isinstance(getattr(hook, "calls", None), list)
 
 
 def _unwrap_cuda_launcher(run: Any) -> tuple[Callable[..., Any], bool, bool] | None:
