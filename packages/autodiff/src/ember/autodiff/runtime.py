@@ -171,9 +171,17 @@ class CompiledFunction:
             return
         with torch.no_grad():
             if len(targets) > 1 and _distinct_storages(targets, news):
-                # One launch for all (a ResNet-50 training step updates 159 running stats:
-                # a copy each was 159 device copies and 159 Python calls a step).
-                torch._foreach_copy_(targets, news)
+                # One launch per dtype (a ResNet-50 training step updates 159 running stats:
+                # a copy each was 159 device copies and 159 Python calls a step); the foreach
+                # kernel takes one dtype and device, a mixed call falls back to a copy each.
+                groups: dict[tuple[Any, ...], tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+                for target, new in zip(targets, news):
+                    key = (target.dtype, new.dtype, target.device, new.device)
+                    group = groups.setdefault(key, ([], []))
+                    group[0].append(target)
+                    group[1].append(new)
+                for group_targets, group_news in groups.values():
+                    torch._foreach_copy_(group_targets, group_news)
                 return
             for target, new in zip(targets, news):  # in order: they may overlap
                 target.copy_(new)
