@@ -7,8 +7,9 @@ by CUDA-graph replay (20 calls a graph, median of 15 replays, so no launch overh
 the template's best configuration, the vendor path ember measured against (cuBLAS), plain
 `torch.mm`, and where time allows torch.compile `mode="max-autotune-no-cudagraphs"`. Then
 `gelu(linear(x, w, b))` with its epilogue fused into the template vs the vendor path
-(cuBLAS addmm, then the epilogue as its own kernel), and `ember.compile(mode="max-autotune")`
-of a small bf16 MLP against eager (values).
+(cuBLAS addmm, then the epilogue as its own kernel), `ember.compile(mode="max-autotune")`
+of a small bf16 MLP against eager (values), and channels-last 3x3 convolutions with bias and
+ReLU (the implicit-GEMM template fused vs cuDNN and the epilogue kernel).
 
     python -m benchmarks.gemm_templates --out OUT [--budget 200] [--smoke]
 
@@ -207,6 +208,36 @@ def epilogue_case(m: int, n: int, k: int, dtype: torch.dtype, device: str, smoke
     return record
 
 
+def conv_case(
+    n: int, c: int, hw: int, cout: int, dtype: torch.dtype, device: str, smoke: bool
+) -> dict[str, Any]:
+    """A channels-last 3x3 convolution with bias and ReLU: the implicit-GEMM template with the
+    epilogue fused vs cuDNN and the epilogue kernel, eager beside them."""
+    x = torch.randn(n, c, hw, hw, device=device, dtype=dtype)
+    x = x.contiguous(memory_format=torch.channels_last)
+    w = torch.randn(cout, c, 3, 3, device=device, dtype=dtype) / (9 * c) ** 0.5
+    w = w.contiguous(memory_format=torch.channels_last)
+    bias = torch.randn(cout, device=device, dtype=dtype)
+
+    def fn(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return torch.relu(F.conv2d(x, w, bias, padding=1))
+
+    compiled = compile_templates(fn, (x, w, bias))
+    out = compiled(x, w, bias)
+    expected = fn(x, w, bias)
+    (choice,) = choices_of(compiled)
+    numel, args = bound_call(choice, compiled, (x, w, bias))
+    flops = 2 * n * hw * hw * cout * c * 9
+    record: dict[str, Any] = {"case": "conv3x3+bias+relu channels-last", "n": n, "c": c,
+                              "hw": hw, "cout": cout, "chosen": choice.chosen}  # fmt: skip
+    record["max_abs_err"] = float((out.float() - expected.float()).abs().max().item())
+    record["fused_template_ms"] = timed(lambda: choice.template(numel, *args), smoke)
+    record["unfused_cudnn_plus_epilogue_ms"] = timed(lambda: choice.vendor(numel, *args), smoke)
+    record["eager_ms"] = timed(lambda: fn(x, w, bias), smoke)
+    record["template_tflops"] = round(flops / (record["fused_template_ms"] * 1e-3) / 1e12, 1)
+    return record
+
+
 def mlp_case(device: str, smoke: bool) -> dict[str, Any]:
     """ember.compile(mode="max-autotune") end to end (capture, CUDA graphs, templates)."""
     import ember
@@ -246,10 +277,12 @@ def main() -> None:
         device, dtype = "cpu", torch.float32
         shapes: list[tuple[int, int, int]] = [(33, 20, 17)]
         epilogues = [(40, 24, 16)]
+        convolutions = [(2, 5, 7, 6)]
     else:
         device, dtype = "cuda", torch.bfloat16
         shapes = [(s, s, s) for s in SQUARE] + list(TRANSFORMER)
         epilogues = [(4096, 3072, 768), (8192, 3072, 768)]
+        convolutions = [(32, 64, 56, 64), (32, 256, 14, 256)]  # ResNet-50 stages 1 and 3
         print(torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
     results = out / "gemm.jsonl"
 
@@ -280,6 +313,8 @@ def main() -> None:
             attempt("torch.compile", partial(torch_compile_case, m, n, k, dtype))
     for m, n, k in epilogues[1:]:
         attempt("epilogue", partial(epilogue_case, m, n, k, dtype, device, options.smoke))
+    for n, c, hw, cout in convolutions:
+        attempt("conv", partial(conv_case, n, c, hw, cout, dtype, device, options.smoke))
 
 
 if __name__ == "__main__":
