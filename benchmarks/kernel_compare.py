@@ -65,7 +65,10 @@ LIBRARY_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("copy", re.compile(r"aten::(copy_|clone|contiguous|_to_copy|to)$|memcpy|memset", re.I)),
 )
-GENERATED_CAST = re.compile(r"triton_(poi_)?fused_(_to_copy|convert_element_type)(_\d+)?$")
+# torch.compile numbers its kernels (`_0`); ember names them by a 16-digit content digest
+GENERATED_CAST = re.compile(
+    r"triton_(poi_)?fused_(_to_copy|convert_element_type)(_\d+|_[0-9a-f]{16})?$"
+)
 GENERATED_REDUCTION = re.compile(
     r"^triton_(red|per)_|_(sum|amax|amin|argmax|argmin|prod|var|mean)", re.I
 )

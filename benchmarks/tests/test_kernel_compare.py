@@ -45,6 +45,13 @@ def test_kernels_are_attributed_classed_and_averaged(tmp_path: Path) -> None:
     assert kernels[0]["kernel"] == gemm["kernel"]  # slowest first
 
 
+def test_casts_of_both_compilers_are_casts() -> None:
+    assert classify("triton_poi_fused__to_copy_12", "") == "generated cast"  # torch.compile
+    assert classify("triton_fused__to_copy_3fa9c01b2d4e5f60", "") == "generated cast"  # ember
+    assert classify("triton_fused_convert_element_type_0123456789abcdef", "") == "generated cast"
+    assert classify("triton_fused__to_copy_add_3fa9c01b2d4e5f60", "") == "generated pointwise"
+
+
 def test_classes_of_library_kernels() -> None:
     assert classify("cudnn::engines_precompiled::nchwToNhwcKernel", "aten::cudnn_convolution") == (
         "layout conversion"
