@@ -1,7 +1,7 @@
 """Convolution as an implicit GEMM: an extern `aten::convolution` (2-D, one group, not
 transposed, static sizes) seen as the product of `[N·OH·OW, C·KH·KW]` input patches and the
 `[C·KH·KW, Cout]` weight, so the GEMM template's tiles, configurations, choice and epilogue
-fusion serve it (`gemm_writer.ConvWriter` writes its main loop).
+fusion serve it (`GemmWriter._convolution_loop` writes its main loop).
 
 A convolution becomes a template only where it fuses a pointwise epilogue that reads its
 whole result (bias and activation, a residual, batch norm in inference) and nothing else reads

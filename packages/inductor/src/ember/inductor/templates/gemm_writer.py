@@ -7,7 +7,10 @@ L2). The launcher's grid is `cdiv(numel, XBLOCK)` with `XBLOCK = BLOCK_M * BLOCK
 `numel = batch * roundup(M, 256) * roundup(N, 256)`, so every configuration gets at least one
 program per tile; programs past the last tile do nothing. Sizes, strides and offsets are
 literals. Rows and columns past the edge read row 0 (`% M`), the K tail is masked when K is
-not a multiple of `BLOCK_K` (a compile-time branch), and every store is masked.
+not a multiple of `BLOCK_K` (a compile-time branch), and every store is masked. A
+convolution's K loop walks its kernel taps, then channel blocks of the input pixels each output
+row reads (zero outside the image), and its tile's flat index is the result's dense-layout
+index.
 
 After the K loop the accumulator becomes the matmul's result (`alpha * acc + beta * bias`,
 rounded to the result dtype as eager rounds it), and the fused epilogue's members run on the
