@@ -111,6 +111,13 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
         lambda x, t: F.cross_entropy(x, t),
         lambda: (_randn(6, 50), _ints(0, 50, 6)),
     ),
+    "unrolled_pooling_windows": (  # 3x3 windows and a 9-wide argmin: one expression each
+        lambda x: (
+            *torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1]),
+            torch.where(x > 1.5, torch.nan, x).argmin(-1),
+        ),
+        lambda: (_randn(2, 9, 9, 3).permute(0, 3, 1, 2),),  # channels-last: unrolled
+    ),
     "nan_propagating_max": (
         lambda x: torch.where(x > 0, x, torch.nan).amax(-1),
         lambda: (_randn(4, 10),),
@@ -190,6 +197,7 @@ def test_reduction_kernels_autotune_when_asked(cache: ArtifactCache, interpreter
 # Kernels that must also build for an H100 (sm_90) on this machine, without a GPU.
 PTX_CASES = (
     "pointwise_broadcast",
+    "unrolled_pooling_windows",
     "split_channel_reductions",
     "split_column_sums",
     "persistent_softmax_layer_norm",

@@ -94,3 +94,21 @@ def test_a_value_read_twice_by_one_relu_is_never_stored(tmp_path: Any) -> None:
         prims.trace(_normalized_sum_relu, *xs), xs, cache=ArtifactCache(tmp_path)
     )
     torch.testing.assert_close(compiled(*xs), _normalized_sum_relu(*xs))
+
+
+def test_small_max_and_argmax_are_unrolled_pointwise() -> None:
+    # 9 values a point, read across the contiguous dim (a channels-last pooling window): one
+    # expression per output, not a 16-lane reduction tile; rows (a softmax's) stay reductions
+    x = torch.randn(4, 9, 6)
+    x[0, 3, 0] = float("nan")
+    x[1, 2:5, 1] = 7.0  # ties: the first index wins
+
+    def fn(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return t.amax(1), t.argmax(1), t.argmin(1), t.sum(1), t.amax(-1)
+
+    program = _program(fn, x)
+    loops = [n for n in program.nodes if isinstance(n, LoopNode)]
+    assert sorted(bool(n.reduction_ranges) for n in loops) == [False, False, False, True, True]
+    compiled = compile_graph(prims.trace(fn, x), (x,))
+    for ours, theirs in zip(compiled(x), fn(x)):
+        torch.testing.assert_close(ours, theirs, equal_nan=True)

@@ -188,7 +188,7 @@ class LoweringContext:
                 )
             finally:
                 self.split_reductions = True
-        layout = self._result_layout(dtype, tuple(ranges))
+        layout = self.reduction_layout(dtype, tuple(ranges))
         storage = self.new_buffer(layout)
         self.program.nodes.append(
             LoopNode(
@@ -216,7 +216,7 @@ class LoweringContext:
         layout = spec_layout(values[0].spec)
         return layout if _dense(layout) else None
 
-    def _result_layout(self, dtype: torch.dtype, size: tuple[Expr, ...]) -> Layout:
+    def reduction_layout(self, dtype: torch.dtype, size: tuple[Expr, ...]) -> Layout:
         """A reduction result's layout: its spec's when that is dense and describes this
         result (a channels-last pooling window, `passes/channels_last.py`), else row-major."""
         values = list(self.node.output_values()) if self.node is not None else []

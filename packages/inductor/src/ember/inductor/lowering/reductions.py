@@ -4,13 +4,15 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import sympy
 import torch
 
 from ember.inductor.ir import body
-from ember.inductor.ir.indexing import Expr, as_expr, product
+from ember.inductor.ir.indexing import Expr, as_expr, index_var, product
+from ember.inductor.ir.load_direction import load_directions
 from ember.inductor.ir.tensors import Lazy, StorageView, TensorValue, lazy
 from ember.inductor.lowering.graph_lowering import LoweringContext, Unlowerable
 from ember.inductor.lowering.table import lowers
@@ -45,7 +47,74 @@ def reduce(
     pending = isinstance(a, Lazy) and a.realized is None
     origins = a.origins if isinstance(a, Lazy) and pending else ()
     sources = a.sources if isinstance(a, Lazy) and pending else ()
+    count = product(reduction_ranges)
+    small = isinstance(count, sympy.Integer) and 0 < count <= UNROLL
+    if (
+        reduction_type in UNROLLED
+        and small
+        and not _reads_along_reduced(fn, ranges, reduction_ranges)
+    ):
+        unrolled = lazy(dtype, ranges, _unrolled(fn, reduction_ranges, reduction_type), [a],
+                        ctx.origin())  # fmt: skip
+        unrolled.sources = sources
+        return ctx.realize(unrolled, ctx.reduction_layout(dtype, tuple(ranges)))
     return ctx.reduction(fn, ranges, reduction_ranges, reduction_type, dtype, origins, sources)
+
+
+# Max, min and their arguments over at most this many elements whose loads do not walk memory
+# along the reduced dims (channels-last pooling windows: 3x3) are one pointwise expression per
+# output, as torch.compile unrolls small reductions: a reduction tile of 16 lanes for 9 values
+# put the threads along the window, not along the channels that a channels-last map holds
+# contiguously (ResNet-50's stem max pooling: 0.79 ms on the H100). A row (a softmax's) stays
+# a reduction, which its other reductions share.
+UNROLL = 16
+UNROLLED = ("max", "min", "argmax", "argmin")
+
+
+def _reads_along_reduced(
+    fn: body.Loader, ranges: Sequence[Expr], reduction_ranges: Sequence[Expr]
+) -> bool:
+    xs = [index_var("x", i) for i in range(len(ranges))]
+    rs = [index_var("r", i) for i in range(len(reduction_ranges))]
+    outputs = [x for x, size in zip(xs, ranges) if size != 1]
+    reduced = [r for r, size in zip(rs, reduction_ranges) if size != 1]
+    return load_directions([fn([*xs, *rs])], outputs, reduced)[1] > 0
+
+
+def _unrolled(
+    fn: body.Loader, reduction_ranges: Sequence[Expr], reduction_type: str
+) -> body.Loader:
+    """`fn` folded over every point of `reduction_ranges` with torch's semantics: max/min
+    propagate NaN; argmax/argmin return the first extreme index, NaN counting as the most
+    extreme (its first occurrence)."""
+    points = [
+        [sympy.Integer(i) for i in point]
+        for point in itertools.product(*(range(int(r)) for r in reduction_ranges))
+    ]
+    larger = reduction_type in ("max", "argmax")
+
+    def load(index: body.Index) -> body.BodyValue:
+        values = [fn([*index, *point]) for point in points]
+        if reduction_type in ("max", "min"):
+            folded = values[0]
+            for value in values[1:]:
+                folded = body.binary("maximum" if larger else "minimum", folded, value)
+            return folded
+        best, position = values[0], body.constant(0, torch.int64)
+        for k, value in enumerate(values[1:], start=1):
+            take = body.binary("gt" if larger else "lt", value, best)
+            if value.dtype.is_floating_point:
+                nan_first = body.binary(
+                    "logical_and",
+                    body.unary("isnan", value),
+                    body.unary("logical_not", body.unary("isnan", best)),
+                )
+                take = body.binary("logical_or", take, nan_first)
+            best = body.where(take, value, best)
+            position = body.where(take, body.constant(k, torch.int64), position)
+        return position
+
+    return load
 
 
 def _simple(name: str, reduction_type: str) -> None:
