@@ -56,6 +56,32 @@ def test_a_one_tensor_extern_result_needs_no_helper_call() -> None:
     torch.testing.assert_close(out, expected)
 
 
+def test_an_extern_returning_tensors_needs_no_helper_call() -> None:
+    """convolution_backward returns three Tensors: unpacked as they come, no flatten_result
+    or restride call per extern in the backward wrapper either."""
+    x, w = _inputs()
+    x.requires_grad_()
+    w.requires_grad_()
+    compiled = ember.compile(_conv_relu, backend="inductor")
+    compiled(x, w).sum().backward()  # compile forward and backward
+    expected = torch.autograd.grad(_conv_relu(x, w).sum(), (x, w))
+    x.grad = w.grad = None
+    helpers: list[str] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.endswith("codegen/wrapper.py"):
+            helpers.append(frame.f_code.co_name)
+
+    sys.setprofile(watch)
+    try:
+        compiled(x, w).sum().backward()
+    finally:
+        sys.setprofile(None)
+    assert helpers == []
+    torch.testing.assert_close(x.grad, expected[0])
+    torch.testing.assert_close(w.grad, expected[1])
+
+
 class _Kernel:
     """A kernel whose `launch` is the fast path and whose `__call__` is the slow one."""
 

@@ -2,8 +2,8 @@
 
 It binds inputs and size symbols, allocates buffers (`empty_strided`, or a view of dead
 memory: `scheduler/memory_planning.py`), calls each kernel with its storages' pointers (through
-its `launch` fast path), calls extern ops with strided views (a one-tensor result bound and its
-strides checked inline), frees each buffer after its last use, and returns the outputs
+its `launch` fast path), calls extern ops with strided views (a result of Tensors bound as it comes
+and its strides checked inline), frees each buffer after its last use, and returns the outputs
 as views of the storages they live in (so an output that aliases an input aliases it here
 too). Its source is plain text: it is cached, and printed under
 `EMBER_LOGS=output_code`.
@@ -148,16 +148,22 @@ def _extern(emit: Any, node: ExternNode, program: Program) -> None:
     if not any(o is not None for o in node.outputs):
         emit(f"    {call}{note}")
         return
-    single = node.outputs[0] if len(node.outputs) == 1 and _returns_a_tensor(node.target) else None
-    if single is not None:
-        # one tensor: bound directly, restrided only when its strides differ (no call per
-        # extern to flatten the result or to compare strides)
-        emit(f"    {single} = {call}{note}")
-        declared = program.storages[single].declared
-        if declared is not None:
+    if _tensor_returns(node.target) == len(node.outputs):
+        # a Tensor or a tuple of Tensors: bound directly, each restrided only when its
+        # strides differ (no call per extern to flatten the result or to compare strides)
+        names = [storage or "_" for storage in node.outputs]
+        target = names[0] if len(names) == 1 else ", ".join(names)
+        emit(f"    {target} = {call}{note}")
+        for storage in node.outputs:
+            declared = program.storages[storage].declared if storage is not None else None
+            if storage is None or declared is None:
+                continue
             size, stride = _shape(declared.size), _shape(declared.stride)
-            emit(f"    if {single}.stride() != {stride}:")
-            emit(f"        {single} = restride({single}, {size}, {stride})")
+            present = "" if len(names) == 1 else f"{storage} is not None and "  # an unasked grad
+            emit(f"    if {present}{storage}.stride() != {stride}:")
+            emit(f"        {storage} = restride({storage}, {size}, {stride})")
+        if "_" in names:
+            emit("    del _")
         return
     emit(f"    result = flatten_result({call}){note}")
     for position, storage in enumerate(node.outputs):
@@ -172,15 +178,18 @@ def _extern(emit: Any, node: ExternNode, program: Program) -> None:
     emit("    del result")  # each output's lifetime is its own name's
 
 
-def _returns_a_tensor(target: str) -> bool:
-    """Whether the op's schema returns exactly one Tensor (not a tuple or list)."""
+def _tensor_returns(target: str) -> int | None:
+    """How many values the op returns when its schema returns only Tensors (a Tensor, or a
+    tuple of them); None for anything else (lists, optionals, numbers, unknown ops)."""
     try:
         schema = op_schema(target)
     except (KeyError, ValueError):
-        return False
-    if schema is None or len(schema.returns) != 1:
-        return False
-    return isinstance(schema.returns[0].type, torch.TensorType)
+        return None
+    if schema is None or not schema.returns:
+        return None
+    if all(isinstance(returned.type, torch.TensorType) for returned in schema.returns):
+        return len(schema.returns)
+    return None
 
 
 def _output(arg: object, program: Program) -> str:
