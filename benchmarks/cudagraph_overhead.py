@@ -598,8 +598,11 @@ def _device_profile(step: Callable[[], Any], steps: int) -> dict[str, float]:
         for _ in range(steps):
             step()
         _sync()
+    from collections import Counter
+
     device_us = 0.0
     launches = dtod = copies = 0
+    copy_names: Counter[str] = Counter()
     for event in prof.events():
         if event.device_type != torch.autograd.DeviceType.CUDA:
             continue
@@ -610,11 +613,13 @@ def _device_profile(step: Callable[[], Any], steps: int) -> dict[str, float]:
             dtod += 1
         if "copy" in name:
             copies += 1
+            copy_names[event.name[:120]] += 1
     return {
         "gpu_kernel_ms": device_us / steps / 1e3,
         "launches_per_step": launches / steps,
         "dtod_copies_per_step": dtod / steps,
         "copy_kernels_per_step": copies / steps,
+        "copy_kernels": {name: count / steps for name, count in copy_names.most_common(6)},
     }
 
 
@@ -930,6 +935,9 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
         if "peak_mb" in ro and "peak_mb" in ro_theirs:
             a, b = ro["peak_mb"], ro_theirs["peak_mb"]
             parts.append(f"RO peak {a:.0f} vs torch {b:.0f} MB ({'yes' if a <= b else 'NO'})")
+        if "reserved_peak_mb" in ro and "reserved_peak_mb" in ro_theirs:
+            a, b = ro["reserved_peak_mb"], ro_theirs["reserved_peak_mb"]
+            parts.append(f"[reserved {a:.0f} vs {b:.0f} MB]")
         if "rel_err_vs_eager_all" in ro:
             parts.append(
                 f"RO rel err {ro['rel_err_vs_eager_all']:.2e} "
@@ -997,7 +1005,10 @@ def summarize(rows: list[dict[str, Any]]) -> str:
             f"{number(row.get('rel_err_vs_eager_max'), 4)} | {loss} | {tree or '-'} | "
             f"{number(row['warmup_s'], 1)} |"
         )
-    lines += ["", *_verdicts(rows)]
+    lines += ["", *_verdicts(rows), ""]
+    for row in rows:  # which kernels copy (names with "copy"), per step
+        if row.get("copy_kernels") and row["variant"] == "ember":
+            lines.append(f"ember copy kernels, {row['model']} {row['mode']}: {row['copy_kernels']}")
     for row in rows:
         for text in row.get("host_profile", []):
             if text is row["host_profile"][0]:
