@@ -133,3 +133,51 @@ def test_batch_norm_training_saves_no_copy_of_its_running_stats() -> None:
         torch.testing.assert_close(ours_p.grad, theirs.grad, rtol=1e-4, atol=1e-4)  # sum order
     for ours_b, theirs in zip(model.buffers(), reference.buffers()):
         torch.testing.assert_close(ours_b, theirs)
+
+
+class _ConvNormReluConv(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = torch.nn.BatchNorm2d(8)
+        self.second = torch.nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(self.norm(self.first(x)).relu()).sum()
+
+
+def _saved_maps(decompositions: dict[str, Callable[..., Any]]) -> list[str]:
+    """The ops that produced the feature maps a training forward saves."""
+    torch.manual_seed(0)
+    model = _ConvNormReluConv().train()
+    x = torch.randn(2, 3, 8, 8)
+    forwards: list[Graph] = []
+
+    def record(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        forwards.append(graph)
+        return Interpreter(graph)
+
+    graph = ember.prims.trace(model, x)
+    aot(graph, (x,), fw_compiler=record, bw_compiler=lambda g, _: Interpreter(g),
+        decompositions=decompositions)  # fmt: skip
+    forward = forwards[0]
+    producers = {v.name: n.target for n in forward.nodes for v in n.output_values()}
+    saved = forward.output_leaves[-int(forward.meta["saved_outputs"]) :]
+    values = forward.values()
+    return sorted(
+        producers[leaf.name]
+        for leaf in saved
+        if hasattr(leaf, "name")
+        and leaf.name in producers
+        and isinstance(values[leaf.name].spec, TensorSpec)
+        and tuple(values[leaf.name].spec.shape) == (2, 8, 8, 8)
+    )
+
+
+def test_batch_norm_forward_decomposed_saves_the_convolution_not_the_relu() -> None:
+    """Opaque, batch norm's output could not be recomputed, so the forward saved the ReLU
+    after it (the next convolution's input) besides the convolution's output (ResNet-50 at
+    batch 32: 587 of 1336 MiB saved). Decomposed, the backward recomputes norm and ReLU."""
+    opaque = {k: v for k, v in JOINT_DECOMPOSITIONS.items() if "batch_norm_legit" not in k}
+    assert _saved_maps(opaque) == ["aten::convolution.default", "aten::relu.default"]
+    assert _saved_maps(JOINT_DECOMPOSITIONS) == ["aten::convolution.default"]

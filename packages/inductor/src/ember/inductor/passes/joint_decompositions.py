@@ -12,6 +12,13 @@ where they read them. The values are the same: inductor decomposed the op this w
 reading them: opaque, its backward node made the forward save both, and since the forward
 also writes them (the running-stat update), as copies (a ResNet-50 training step: 106 device
 copies and 106 saved buffers). Decomposed, the backward reads only what it uses.
+
+`_native_batch_norm_legit_functional` (training-mode batch norm) likewise: opaque, its
+normalized output cannot be computed again, so the forward saved the ReLU after it (the next
+convolution's input) besides the convolution's output. Decomposed, the cut saves the
+convolution's output and the per-channel statistics, and the backward recomputes norm and
+ReLU where it reads them, as torch.compile does (ResNet-50 at batch 32, bf16: 1336 -> 749 MiB
+saved; its training peak was 1982 MiB on the H100 against torch.compile's 1587).
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ def _log_softmax(a: torch.Tensor, dim: int, half_to_float: bool = False) -> torc
 
 JOINT_DECOMPOSITIONS: dict[str, Callable[..., Any]] = {
     "aten::_log_softmax.default": _log_softmax,
+    "aten::_native_batch_norm_legit_functional.default": PRIM_DECOMPOSITIONS[
+        "aten::_native_batch_norm_legit_functional.default"
+    ],
     "aten::native_batch_norm_backward.default": PRIM_DECOMPOSITIONS[
         "aten::native_batch_norm_backward.default"
     ],
