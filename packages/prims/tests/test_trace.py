@@ -278,3 +278,22 @@ def test_a_view_input_keeps_its_storage_offset() -> None:
     assert graph.inputs[0].value.spec.storage_offset == 5
     decomposed = decompose(graph, PRIM_DECOMPOSITIONS)
     torch.testing.assert_close(run(decomposed, view), fn(view))
+
+
+def test_a_symbolic_slice_of_a_longer_tensor_keeps_one_graph_up_to_its_end() -> None:
+    # x[:n] on a 16-row tensor guards n <= 16 (its size stays n, not min(16, n)), and asking
+    # whether that slice is contiguous (torch's guard_or_true) adds no guard: one Graph
+    # serves every n in 2..16, 16 included
+    table = torch.arange(16 * 16, dtype=torch.float32).view(16, 16)
+
+    def fn(x):
+        n = x.shape[0]
+        return x + table[:n, :n].sum(1)
+
+    graph = trace(fn, torch.randn(6), dynamic=True)
+    assert [str(guard.expr) for guard in graph.guards] == ["s0 <= 16"]
+    for n in (2, 9, 16):
+        x = torch.randn(n)
+        torch.testing.assert_close(run(graph, x), fn(x))
+    with pytest.raises(Exception, match="s0 <= 16"):
+        run(graph, torch.randn(17))

@@ -309,7 +309,16 @@ class ShapeEnv:
     def evaluate_sym_node(
         self, node: SymNode, size_oblivious: bool = False, fallback_value: bool | None = None
     ) -> Number:
-        """torch's guard_or_false/guard_or_true call this; every ember symbol has a hint."""
+        """torch's guard_or_false/guard_or_true call this; every ember symbol has a hint.
+
+        Those helpers pass the answer that is safe whichever way the condition goes
+        (`fallback_value`, torch's answer for sizes without a hint); where the ranges and
+        guards so far do not decide the condition, that answer is taken without a guard, so
+        a layout question (is this slice of a 64-wide buffer contiguous?) does not pin a
+        size to one side of a bound."""
+        if node.pytype is bool and fallback_value is not None:
+            decided = self.static_value(node.expr)
+            return decided if decided is not None else bool(fallback_value)
         if node.pytype is bool:
             return self.guard_bool(node.expr, bool(node.hint))
         return node.pytype(self.specialize(node.expr, node.hint))

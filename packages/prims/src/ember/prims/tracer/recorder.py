@@ -8,7 +8,7 @@ user's source line, and answered with new tracing tensors. Layers drive it direc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -55,10 +55,12 @@ class Tracer:
         kind: InputKind = InputKind.USER,
         target: str | None = None,
         dynamic_dims: tuple[int, ...] = (),
+        size_ranges: Mapping[int, tuple[int, int | None]] | None = None,
     ) -> TracerTensor:
-        """A tracing tensor for a new Graph input; `dynamic_dims` get size symbols."""
+        """A tracing tensor for a new Graph input; `dynamic_dims` get size symbols, whose
+        inclusive range is `size_ranges[dim]` where given (else 2 and up)."""
         value_name = self._namer.fresh(name)
-        meta = self._meta_like(tensor, name, dynamic_dims)
+        meta = self._meta_like(tensor, name, dynamic_dims, size_ranges or {})
         spec = self._spec_of(meta, tensor.device, tensor.requires_grad)
         self.graph.inputs.append(GraphInput(Value(value_name, spec), kind, target))
         if kind is not InputKind.USER and target is not None:
@@ -72,7 +74,11 @@ class Tracer:
         )
 
     def _meta_like(
-        self, tensor: torch.Tensor, name: str, dynamic_dims: tuple[int, ...]
+        self,
+        tensor: torch.Tensor,
+        name: str,
+        dynamic_dims: tuple[int, ...],
+        size_ranges: Mapping[int, tuple[int, int | None]],
     ) -> torch.Tensor:
         sizes: list[Any] = list(tensor.shape)
         strides: list[Any] = list(tensor.stride())
@@ -80,8 +86,12 @@ class Tracer:
         if dynamic and self.shape_env is not None:
             contiguous = tensor.is_contiguous()
             for dim in dynamic:
+                lower, upper = size_ranges.get(dim, (2, None))
                 sizes[dim] = self.shape_env.create_symint(
-                    int(tensor.shape[dim]), description=f"{name}.size({dim})"
+                    int(tensor.shape[dim]),
+                    description=f"{name}.size({dim})",
+                    lower=lower,
+                    upper=upper,
                 )
             if contiguous:
                 strides = contiguous_strides(sizes)

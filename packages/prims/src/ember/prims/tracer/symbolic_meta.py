@@ -207,7 +207,14 @@ def _clamp_index(index: Size | None, size: Size, default: Size) -> Size:
         index = index + size
     if isinstance(index, int) and isinstance(size, int):
         return max(0, min(index, size))
-    return torch.sym_max(0, torch.sym_min(index, size))
+    # Symbolic: each bound is decided at the hints and guarded, as torch's slice meta does; a
+    # guard `s0 <= 64` narrows s0's range, where sym_min would carry min(64, s0) into every
+    # later size (and a size guard on it recompiles at the bound).
+    if index < 0:
+        return 0
+    if index > size:
+        return size
+    return index
 
 
 def _slice(
