@@ -102,7 +102,9 @@ def trace_joint(
     if any(writes(node) for node in joint.nodes):
         joint = _purified(joint)
     eliminate_dead_code(joint)
-    if decompositions:
+    # TODO(issue 19): prims' decompose takes static sizes only (its placeholders); a joint
+    # Graph with size symbols keeps its ATen ops, as inductor keeps a symbolic forward's
+    if decompositions and not joint.symbols:
         from ember.prims.decompositions import decompose
 
         joint = eliminate_dead_code(decompose(joint, decompositions))
