@@ -3,7 +3,8 @@
 `compile()` captures a function or nn.Module by interpreting its bytecode, guards what it
 assumed and caches the result (`reset()`, `disable()`); backends come from the registry
 (`register_backend`, `list_backends`, `lookup_backend`, the `ember.backends` entry points)
-with the built-in `eager`. What capture cannot model becomes a graph break; `explain()`
+with the built-in `eager`. `mark_dynamic` / `mark_static` choose which input dims
+are compiled with symbolic sizes. What capture cannot model becomes a graph break; `explain()`
 reports the graphs and breaks of one call, each break from the `CATALOGUE`.
 """
 
@@ -21,6 +22,7 @@ from ember.capture.backends.registry import (
 from ember.capture.breaks import CATALOGUE, BreakKind, GraphBreak
 from ember.capture.cache import RecompileLimitWarning
 from ember.capture.compile import compile, disable, reset
+from ember.capture.dynamic import mark_dynamic, mark_static
 from ember.capture.errors import (
     BackendLoadError,
     BackendNotFound,
@@ -52,6 +54,8 @@ __all__ = [
     "explain",
     "list_backends",
     "lookup_backend",
+    "mark_dynamic",
+    "mark_static",
     "register_backend",
     "reset",
 ]

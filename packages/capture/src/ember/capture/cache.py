@@ -17,6 +17,7 @@ from typing import Any
 
 from ember.capture.breaks import GraphBreak
 from ember.capture.guards.check import GuardCheck
+from ember.capture.guards.source import Source
 from ember.prims import Graph, dumps
 
 DEFAULT_LIMIT = 8
@@ -36,6 +37,8 @@ class CacheEntry:
     entry: Callable[[dict[str, Any], tuple[Any, ...]], Any]
     graph: Graph | None
     breaks: list[GraphBreak] = field(default_factory=list)
+    # the sizes of the tensor inputs it was captured with (automatic dynamic compares them)
+    shapes: list[tuple[Source, tuple[int, ...]]] = field(default_factory=list)
 
 
 @dataclass(eq=False)

@@ -25,6 +25,7 @@ from ember.capture.backends.registry import Backend, lookup_backend
 from ember.capture.bytecode.frame import decode
 from ember.capture.cache import CACHE, CacheEntry, CodeEntries, RecompileLimitWarning
 from ember.capture.codegen import dispatcher_function
+from ember.capture.dynamic import DynamicPolicy
 from ember.capture.guards.kinds import autocast_state
 from ember.capture.translate import FUNCTION_KEY, CaptureOptions, capture_call
 from ember.capture.variables.functions import DISABLED_CODES
@@ -54,11 +55,14 @@ class CompiledFunction:
         fullgraph: bool = False,
         family: Family | None = None,
         compiling: bool = True,
+        dynamic: bool | None = None,
     ) -> None:
         self.fn = fn
         self.fullgraph = fullgraph
+        self.dynamic = dynamic
         self.family: Family = family if family is not None else weakref.WeakKeyDictionary()
-        self.options = CaptureOptions(fullgraph, self.compile_related, compiling)
+        self.policy = DynamicPolicy(dynamic)
+        self.options = CaptureOptions(fullgraph, self.compile_related, compiling, self.policy)
         self.code = fn.__code__
         self.globals = fn.__globals__
         self.backend = backend
@@ -100,6 +104,7 @@ class CompiledFunction:
             if len(table.entries) >= CACHE.limit:
                 return None
             reason = table.entries[-1].check.failure(arguments, self.globals)
+            reason += self._learn_dynamic_dims(arguments)
             self.recompile_reasons.append(reason)
             logs.recompiles.info(
                 "Recompiling %s (%s): %s", self.fn.__qualname__, self._where(), reason
@@ -109,6 +114,26 @@ class CompiledFunction:
         table.entries.append(entry)
         explain.record(entry)
         return entry
+
+    def _learn_dynamic_dims(self, arguments: dict[str, Any]) -> str:
+        """Automatic dynamic (dynamic=None): the input dims whose size differs from an earlier
+        capture's become symbolic in this one. Returns what it learnt, for the log."""
+        if self.policy.dynamic is not None:
+            return ""
+        learnt: list[str] = []
+        for entry in self.table.entries:
+            for source, shape in entry.shapes:
+                try:
+                    value = source.read(arguments, self.globals)
+                except Exception:  # noqa: BLE001 - a source that cannot be read has no size
+                    continue
+                if isinstance(value, torch.Tensor):
+                    new = tuple(value.shape)
+                    for dim in self.policy.learn(source, shape, new):
+                        learnt.append(f"{source.name()}.shape[{dim}]")
+        if not learnt:
+            return ""
+        return f"; compiling {', '.join(learnt)} as symbolic sizes (automatic dynamic)"
 
     def _compile_graph(self, graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         """The backend's callable for `graph`. A recompile that captured an equal Graph reuses
@@ -134,7 +159,13 @@ class CompiledFunction:
         known = compiled.get(compiling)
         if known is None:
             known = _compile_function(
-                fn, self.backend, self.backend_name, self.fullgraph, self.family, compiling
+                fn,
+                self.backend,
+                self.backend_name,
+                self.fullgraph,
+                self.family,
+                compiling,
+                self.dynamic,
             )
             compiled[compiling] = known
         return known
@@ -219,8 +250,11 @@ def compile(  # noqa: A001 - mirrors torch.compile
     `backend` is a registered name (`ember.capture.list_backends()`) or a callable taking the
     captured Graph and example inputs. `mode` and `options` reach a backend that takes them
     as keyword arguments (`inductor`: `mode="max-autotune"`); a backend that does not is
-    warned about and called without. This release specializes on every size
-    (TODO(issue 6): dynamic).
+    warned about and called without.
+    `dynamic=None` captures static sizes first and, when a call changes a dim's size,
+    captures once more with that dim symbolic; `dynamic=True` makes every input dim symbolic
+    from the start (parameters and buffers keep their sizes); `dynamic=False` specializes
+    every size. `mark_dynamic` / `mark_static` decide single dims under any of them.
     What capture cannot model becomes a graph break (it runs in plain Python between
     graphs); `fullgraph=True` raises `Unsupported` at the first break instead.
     """
@@ -237,16 +271,16 @@ def compile(  # noqa: A001 - mirrors torch.compile
     compiler, name = _backend(backend)
     compiler = _with_options(compiler, name, mode, options)
     if isinstance(fn_or_module, nn.Module):
-        return _compile_module(fn_or_module, compiler, name, fullgraph)
+        return _compile_module(fn_or_module, compiler, name, fullgraph, dynamic)
     fn = fn_or_module
     if getattr(fn, "_ember_compiled", None) is not None:
         fn = fn._ember_compiled.fn
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-        compiled = _compile_function(fn.__func__, compiler, name, fullgraph)
+        compiled = _compile_function(fn.__func__, compiler, name, fullgraph, dynamic=dynamic)
         return types.MethodType(compiled, fn.__self__)
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"ember.compile takes a Python function or an nn.Module, got {fn!r}")
-    return _compile_function(fn, compiler, name, fullgraph)
+    return _compile_function(fn, compiler, name, fullgraph, dynamic=dynamic)
 
 
 def _compile_function(
@@ -256,8 +290,9 @@ def _compile_function(
     fullgraph: bool = False,
     family: Family | None = None,
     compiling: bool = True,
+    dynamic: bool | None = None,
 ) -> Any:
-    state = CompiledFunction(fn, compiler, name, fullgraph, family, compiling)
+    state = CompiledFunction(fn, compiler, name, fullgraph, family, compiling, dynamic)
     wrapper = dispatcher_function(fn, state.dispatch)
     functools.update_wrapper(wrapper, fn)
     wrapper._ember_compiled = state  # type: ignore[attr-defined]
@@ -265,7 +300,11 @@ def _compile_function(
 
 
 def _compile_module(
-    module: nn.Module, compiler: Backend, name: str, fullgraph: bool = False
+    module: nn.Module,
+    compiler: Backend,
+    name: str,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
 ) -> nn.Module:
     cls = type(module)
     original = getattr(cls, "_ember_original_class", cls)
@@ -273,7 +312,7 @@ def _compile_module(
     if not isinstance(forward, types.FunctionType):
         raise TypeError(f"{original.__name__}.forward is not a Python function")
     namespace = {
-        "forward": _compile_function(forward, compiler, name, fullgraph),
+        "forward": _compile_function(forward, compiler, name, fullgraph, dynamic=dynamic),
         "_ember_original_class": original,
         "__module__": original.__module__,
         "__qualname__": original.__qualname__,

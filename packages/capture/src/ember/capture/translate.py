@@ -15,7 +15,7 @@ import logging
 import time
 import types
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -33,9 +33,11 @@ from ember.capture.breaks import GraphBreak
 from ember.capture.bytecode import Frame
 from ember.capture.cache import CacheEntry
 from ember.capture.codegen import Continuation, OutputPlan, SideEffectPlan, entry_function
+from ember.capture.dynamic import DynamicPolicy
 from ember.capture.guards.check import build_check
-from ember.capture.guards.kinds import GuardKind, autocast_state
+from ember.capture.guards.kinds import Guard, GuardKind, autocast_state
 from ember.capture.guards.source import AttrSource, ItemSource, LocalSource
+from ember.capture.guards.symbolic import SizeCondition
 from ember.capture.reconstruct import REPLACE_DICT, REPLACE_LIST, CompileCallee, Reconstructor
 from ember.capture.resume import STACK_PREFIX, resume_function
 from ember.capture.session import CaptureSession
@@ -46,6 +48,7 @@ from ember.capture.variables.containers import ListVariable
 from ember.capture.variables.context_vars import replay_value
 from ember.capture.variables.functions import CellVariable
 from ember.prims import Graph, Ref, Tracer, cross_boundary, tree_flatten
+from ember.prims.symbolic import ShapeEnv
 
 # The compiled function itself travels in the arguments dict under this key, so guards and
 # generated code can read its closure cells.
@@ -72,6 +75,8 @@ class CaptureOptions:
     fullgraph: bool = False
     compile_function: CompileRelated | None = None
     compiling: bool = True
+    # which input dims get size symbols (dynamic=, marks, what automatic dynamic learnt)
+    policy: DynamicPolicy = field(default_factory=DynamicPolicy)
 
     def compile_callee(self) -> CompileCallee | None:
         """`compile_function` with this capture's answer to is_compiling()."""
@@ -135,8 +140,10 @@ def _capture(
     reason: Unsupported | None,
 ) -> CacheEntry:
     started = time.perf_counter()
-    tracer = Tracer()
-    session = CaptureSession(tracer, fn.__globals__, fn.__qualname__, options.compiling)
+    tracer = Tracer(ShapeEnv())
+    session = CaptureSession(
+        tracer, fn.__globals__, fn.__qualname__, options.compiling, policy=options.policy
+    )
     session.guard(GuardKind.GRAD_MODE, None, torch.is_grad_enabled())
     session.guard(GuardKind.AUTOCAST, None, autocast_state())
     grad_mode = torch.is_grad_enabled()
@@ -195,17 +202,13 @@ def _capture(
         compiled = compiler(cross_boundary(graph, "capture -> backend"), example_inputs)
     elif outputs:
         raise AssertionError("graph outputs without graph nodes")
+    _guard_sizes(session, tracer.shape_env)
     sources = [entry.source for entry in session.inputs] if compiled is not None else []
     # the guard check reads the inputs on its way, unless a prologue must run before them
     check = build_check(session.guards, [] if session.prologue else sources)
     if logs.guards.isEnabledFor(logging.INFO):
         logs.guards.info(
-            "guards of %s:\n%s",
-            fn.__qualname__,
-            "\n".join(
-                f"  {g.kind.value:<12} {g.source.name() if g.source else ''}"
-                for g in session.guards
-            ),
+            "guards of %s:\n%s", fn.__qualname__, "\n".join(map(_guard_line, session.guards))
         )
     for graph_break in breaks:
         _log_break(fn, graph_break)
@@ -224,7 +227,42 @@ def _capture(
         prologue,
         read_inputs=bool(session.prologue),
     )
-    return CacheEntry(check, entry, graph, breaks)
+    shapes = [(i.source, tuple(i.tensor.shape)) for i in session.inputs]
+    return CacheEntry(check, entry, graph, breaks, shapes)
+
+
+def _guard_line(guard: Guard) -> str:
+    """One guard for the `guards` log: its kind, and what it checks in the user's terms."""
+    subject = guard.source.name() if guard.source else ""
+    if guard.kind is GuardKind.SIZE_RANGE:
+        lower, upper = guard.expected
+        subject = f"{subject} in {lower}..{'inf' if upper is None else upper}"
+    elif guard.kind is GuardKind.SIZE_EXPR:
+        subject = guard.expected.text()
+        if guard.seen_at is not None:
+            subject += f"  (assumed at {guard.seen_at.short()})"
+    elif guard.kind is GuardKind.TENSOR and guard.expected.dynamic:
+        dims = ", ".join(str(d) for d in sorted(guard.expected.dynamic))
+        subject += f"  (symbolic dims {dims})"
+    return f"  {guard.kind.value:<12} {subject}"
+
+
+def _guard_sizes(session: CaptureSession, shape_env: ShapeEnv) -> None:
+    """Guard the Graph's size symbols: each input dim it keeps symbolic stays in the symbol's
+    range, and every condition the trace assumed over the symbols holds (`x.shape[1] % 8 ==
+    0`, `x.shape[1] == y.shape[0]`), printed as Python over the sizes."""
+    for name, info in shape_env.symbols.items():
+        source = session.sizes.get(name)
+        if source is None:
+            raise AssertionError(f"size symbol {name} stands for no input dim")
+        # no line: the range belongs to the input, not to a line that used it
+        session.guards.append(Guard(GuardKind.SIZE_RANGE, source, (info.lower, info.upper)))
+    for shape_guard in shape_env.guards:
+        names = sorted(str(sym) for sym in shape_guard.expr.free_symbols)
+        condition = SizeCondition(
+            shape_guard.expr, tuple((name, session.sizes[name]) for name in names)
+        )
+        session.guards.append(Guard(GuardKind.SIZE_EXPR, None, condition, shape_guard.source))
 
 
 def _graph_name(fn: types.FunctionType) -> str:

@@ -121,6 +121,7 @@ class Frame:
             self.pc += 1
             try:
                 handler_for(instr.name)(self, instr)
+                self.session.label_size_guards()
             except Unsupported as error:
                 if self.parent is None and error.root_pc is None:
                     error.root_pc = self.pc - 1

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ember.capture.guards.source import GlobalSource, Source
+from ember.capture.guards.symbolic import SizeCondition
 from ember.prims import SourceLocation
 
 # The device types whose autocast state a Graph depends on (its casts are recorded in it).
@@ -49,6 +50,8 @@ class GuardKind(str, enum.Enum):
     TRAINING = "training"  # an nn.Module's training flag
     SAME_OBJECT = "same_object"  # two sources name one tensor (a deduplicated graph input)
     STORAGE_OFFSET = "storage_offset"  # v.storage_offset(), where the Graph reads it (as_strided)
+    SIZE_RANGE = "size_range"  # lower <= x.shape[d] <= upper, a dim the Graph keeps symbolic
+    SIZE_EXPR = "size_expr"  # a condition over symbolic sizes the Graph assumed (SizeCondition)
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,12 @@ class TensorFacts:
     shape: tuple[int, ...]
     stride: tuple[int, ...]
     requires_grad: bool
+    # Dims the Graph keeps symbolic: their sizes are checked by SIZE_RANGE guards, and the
+    # strides by contiguity (the Graph's strides are the contiguous ones over the symbols).
+    dynamic: frozenset[int] = frozenset()
 
     @staticmethod
-    def of(tensor: torch.Tensor) -> TensorFacts:
+    def of(tensor: torch.Tensor, dynamic: frozenset[int] = frozenset()) -> TensorFacts:
         return TensorFacts(
             type(tensor),
             tensor.dtype,
@@ -71,7 +77,19 @@ class TensorFacts:
             tuple(tensor.shape),
             tuple(tensor.stride()),
             tensor.requires_grad,
+            dynamic,
         )
+
+    def shape_expr(self, tensor: str) -> str:
+        """The shape and stride part of the guard over the tensor expression `tensor`."""
+        if not self.dynamic:
+            return f"{tensor}.shape == {self.shape!r} and {tensor}.stride() == {self.stride!r}"
+        static = [
+            f" and {tensor}.shape[{d}] == {size}"
+            for d, size in enumerate(self.shape)
+            if d not in self.dynamic
+        ]
+        return f"{tensor}.dim() == {len(self.shape)}{''.join(static)} and {tensor}.is_contiguous()"
 
 
 @dataclass(frozen=True)
@@ -127,10 +145,23 @@ class Guard:
             names = [_constant(namespace, item) for item in (facts.type, facts.dtype, facts.device)]
             return (
                 f"(type(__t := {value}) is {names[0]} and __t.dtype is {names[1]} "
-                f"and __t.device == {names[2]} and __t.shape == {facts.shape!r} "
-                f"and __t.stride() == {facts.stride!r} "
+                f"and __t.device == {names[2]} and {facts.shape_expr('__t')} "
                 f"and __t.requires_grad is {facts.requires_grad!r})"
             )
+        if self.kind is GuardKind.SIZE_RANGE:
+            lower, upper = self.expected
+            if upper is None:
+                return f"{value} >= {lower}"
+            return f"{lower} <= {value} <= {upper}"
+        if self.kind is GuardKind.SIZE_EXPR:
+            condition: SizeCondition = self.expected
+            printed = condition.python(read)
+            if printed is not None:
+                return f"({printed})"
+            # an operator the printer does not know: sympy evaluates it (slower, still right)
+            holds = _constant(namespace, condition.holds)
+            values = ", ".join(f"{n!r}: {read(s)}" for n, s in condition.sizes)
+            return f"{holds}({{{values}}})"
         raise AssertionError(self.kind)
 
     # ---- explaining ----------------------------------------------------------------------
@@ -156,6 +187,13 @@ class Guard:
         return f", seen at {self.seen_at.short()}" if self.seen_at is not None else ""
 
     def _describe(self, arguments: dict[str, Any], globals_dict: dict[str, Any]) -> str:
+        if self.kind is GuardKind.SIZE_EXPR:
+            condition: SizeCondition = self.expected
+            seen = dict.fromkeys(
+                f"{source.name()} = {source.read(arguments, globals_dict)}"
+                for _, source in condition.sizes
+            )
+            return f"{', '.join(seen)} breaks the size guard {condition.text()}"
         if self.kind is GuardKind.GRAD_MODE:
             return f"grad mode changed from {_on(self.expected)} to {_on(not self.expected)}"
         if self.kind is GuardKind.AUTOCAST:
@@ -185,6 +223,11 @@ class Guard:
             )
         if self.kind is GuardKind.DICT_KEYS:
             return f"the keys of {subject} changed from {list(self.expected)} to {list(actual)}"
+        if self.kind is GuardKind.SIZE_RANGE:
+            lower, upper = self.expected
+            shown = "inf" if upper is None else upper
+            why = " (sizes 0 and 1 compile a graph of their own)" if actual < 2 else ""
+            return f"{subject} = {actual} is outside the compiled range {lower}..{shown}{why}"
         return _tensor_change(subject, self.expected, actual)
 
 
@@ -199,8 +242,17 @@ def _tensor_change(subject: str, facts: TensorFacts, actual: torch.Tensor) -> st
     if len(shape) != len(facts.shape):
         return f"{subject}.ndim changed from {len(facts.shape)} to {len(shape)}"
     for dim, (old, new) in enumerate(zip(facts.shape, shape)):
-        if old != new:
+        if old != new and dim not in facts.dynamic:
             return f"{subject}.shape[{dim}] changed from {old} to {new}"
+    if facts.dynamic:
+        if not actual.is_contiguous():
+            return (
+                f"{subject} is no longer contiguous (stride {tuple(actual.stride())}); the graph "
+                "took it contiguous, with symbolic sizes"
+            )
+        return (
+            f"{subject}.requires_grad changed from {facts.requires_grad} to {actual.requires_grad}"
+        )
     if tuple(actual.stride()) != facts.stride:
         return f"{subject}.stride() changed from {facts.stride} to {tuple(actual.stride())}"
     return f"{subject}.requires_grad changed from {facts.requires_grad} to {actual.requires_grad}"

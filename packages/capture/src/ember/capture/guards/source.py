@@ -206,3 +206,26 @@ class _Missing:
 
 
 MISSING = _Missing()
+
+
+@dataclass(frozen=True)
+class SizeSource(Source):
+    """One dim's size of a tensor source (`x.shape[1]`): what a size symbol stands for."""
+
+    base: Source
+    dim: int
+
+    def expr_on(self, base: str) -> str:
+        return f"{base}.shape[{self.dim}]"
+
+    def name(self) -> str:
+        return f"{self.base.name()}.shape[{self.dim}]"
+
+    def emit(self, load_locals: list[Instr], globals_dict: dict[str, Any]) -> list[Instr]:
+        arg: Any = (False, "shape") if sys.version_info >= (3, 12) else "shape"
+        return [
+            *self.base.emit(load_locals, globals_dict),
+            Instr("LOAD_ATTR", arg),
+            Instr("LOAD_CONST", self.dim),
+            Instr("BINARY_SUBSCR"),
+        ]

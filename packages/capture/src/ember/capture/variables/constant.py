@@ -39,6 +39,11 @@ CONSTANT_TYPES: tuple[type, ...] = (
     range,
     inspect.Signature,
     inspect.Parameter,
+    # sizes of symbolic dims and what is computed from them; their operations run for real
+    # on ember-prims' SymNodes, which record every decision as a size guard
+    torch.SymInt,
+    torch.SymFloat,
+    torch.SymBool,
 )
 
 
