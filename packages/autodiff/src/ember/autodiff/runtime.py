@@ -51,13 +51,25 @@ class _CompiledFunction(torch.autograd.Function):
         ]
         if frozen:
             ctx.mark_non_differentiable(*frozen)
+        # Autograd would hand the backward a zero-filled gradient for every output nobody
+        # differentiated, the non-differentiable ones too (a ResNet-50 training step: 159
+        # batch-norm buffers, 159 allocations and fill kernels, all thrown away): only the
+        # differentiable outputs get zeros, made here when their gradient is missing.
+        ctx.set_materialize_grads(False)
+        ctx.tangent_specs = [
+            (out.shape, out.dtype, out.device) if isinstance(out, torch.Tensor) else None
+            for out, diff in zip(outputs, step.differentiable)
+            if diff
+        ]
         return tuple(outputs)
 
     @staticmethod
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
         step: TrainingStep = ctx.step
+        given = [grad for grad, diff in zip(grad_outputs, step.differentiable) if diff]
         tangents = [
-            grad.contiguous() for grad, diff in zip(grad_outputs, step.differentiable) if diff
+            grad.contiguous() if grad is not None else _zeros(spec)
+            for grad, spec in zip(given, ctx.tangent_specs)
         ]
         saved = ctx.saved_tensors
         if not torch.is_grad_enabled():
@@ -66,7 +78,7 @@ class _CompiledFunction(torch.autograd.Function):
         # fail with a clear message instead of silently giving wrong results.
         with torch.no_grad():
             grads = list(_as_tuple(step.backward(*saved, *tangents)))
-        watched = [t for t in (*tangents, *saved) if t.requires_grad]
+        watched = [t for t in (*tangents, *saved) if t is not None and t.requires_grad]
         present = [i for i, g in enumerate(grads) if isinstance(g, torch.Tensor)]
         if watched and present:
             guarded = _NoDoubleBackward.apply(len(present), *[grads[i] for i in present], *watched)
@@ -201,6 +213,14 @@ class CompiledFunction:
                     tensor = apply_view(step, tensor)
                 leaves.append(tensor)
         return tree_unflatten(leaves, self.signature.out_spec)
+
+
+def _zeros(spec: tuple[torch.Size, torch.dtype, torch.device] | None) -> Any:
+    """The gradient autograd would have materialized for an output nobody differentiated."""
+    if spec is None:
+        return None
+    shape, dtype, device = spec
+    return torch.zeros(shape, dtype=dtype, device=device)
 
 
 def _distinct_storages(targets: Sequence[torch.Tensor], news: Sequence[torch.Tensor]) -> bool:
