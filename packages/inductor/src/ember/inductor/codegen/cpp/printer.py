@@ -48,7 +48,27 @@ class CppIndexPrinter(StrPrinter):
 
 
 class PythonIndexPrinter(StrPrinter):
-    """Sizes in the Python wrapper (integers, `//` and `%`)."""
+    """Sizes in the Python wrapper (integers, `//` and `%`). Graph sizes use sympy's floor,
+    ceiling, Mod, Max and Min (a convolution's output size `floor((s0 - 1)/2) + 1`), which
+    the wrapper's globals do not name: they print as integer Python."""
+
+    def _print_floor(self, expr: sympy.floor) -> str:
+        numerator, denominator = expr.args[0].as_numer_denom()
+        return f"(({self._print(numerator)}) // ({self._print(denominator)}))"
+
+    def _print_ceiling(self, expr: sympy.ceiling) -> str:
+        numerator, denominator = expr.args[0].as_numer_denom()
+        return f"(-(-({self._print(numerator)}) // ({self._print(denominator)})))"
+
+    def _print_Mod(self, expr: sympy.Mod) -> str:
+        base, modulus = expr.args
+        return f"(({self._print(base)}) % ({self._print(modulus)}))"
+
+    def _print_Max(self, expr: sympy.Max) -> str:
+        return f"max({', '.join(self._print(a) for a in expr.args)})"
+
+    def _print_Min(self, expr: sympy.Min) -> str:
+        return f"min({', '.join(self._print(a) for a in expr.args)})"
 
     def _print_FloorDiv(self, expr: FloorDiv) -> str:
         base, divisor = expr.args
