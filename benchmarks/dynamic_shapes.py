@@ -1,7 +1,8 @@
 """Dynamic shapes on a GPT-2-style decoder (ember.capture.testing.TinyDecoder), inference:
 compilations over prompt lengths, and time per call at each length for eager, ember under
-the default policy (one Graph with the length symbolic serves every length after the
-first), and ember compiled statically for that length alone.
+the default policy (called first at --first, which gets the static entry; one Graph with
+the length symbolic then serves every measured length), and ember compiled statically
+for that length alone.
 
     python -m benchmarks.dynamic_shapes [--backend inductor] [--width 128] [--depth 2]
         [--lengths 8,32,64,128,256] [--batch 2] [--torch-compile]
@@ -49,6 +50,9 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=2)
     parser.add_argument("--lengths", default="8,32,64,128,256")
     parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument(
+        "--first", type=int, default=4, help="the length of the first call (the static entry)"
+    )
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument(
         "--torch-compile", action="store_true", help="add torch.compile(dynamic=True)"
@@ -58,16 +62,16 @@ def main() -> None:
     lengths = [int(n) for n in options.lengths.split(",")]
     torch.manual_seed(0)
     model = TinyDecoder(width=options.width, depth=options.depth, context=max(lengths)).eval()
-    inputs = {n: torch.randint(0, 50, (options.batch, n)) for n in lengths}
+    inputs = {n: torch.randint(0, 50, (options.batch, n)) for n in (options.first, *lengths)}
     dynamic = ember.compile(model, backend=options.backend)
     started = time.perf_counter()
     with torch.no_grad():
-        for n in lengths:
+        for n in (options.first, *lengths):
             torch.testing.assert_close(dynamic(inputs[n]), model(inputs[n]), rtol=1e-4, atol=1e-4)
     state = dynamic.forward._ember_compiled
     print(
         f"ember default policy, backend {options.backend}: {state.captures} compilations over "
-        f"lengths {lengths} ({time.perf_counter() - started:.1f} s with the first calls)"
+        f"lengths {[options.first, *lengths]} ({time.perf_counter() - started:.1f} s with the first calls)"
     )
     peer = torch.compile(model, dynamic=True) if options.torch_compile else None
     header = "length  eager ms  ember-dynamic ms  ember-static ms  dynamic/static  eager/dynamic"

@@ -264,3 +264,23 @@ def test_decoder_over_prompt_lengths_compiles_twice() -> None:
     # static, then the length symbolic, then the batch size as well
     assert counter.frame_count == 3
     assert [len(graph.symbols) for graph in counter.graphs] == [0, 1, 2]
+
+
+def sizes_as_text(x):
+    n = x.shape[0]
+    texts = (f"n={n:03d}", str(n), f"{n / 2}", "%s rows" % n)  # noqa: UP031 - the % path
+    texts += ("{} rows".format(n),)  # noqa: UP032 - the str.format path
+    return x * len("".join(texts)), texts
+
+
+def test_a_symbolic_size_made_text_shows_its_value_and_guards_it() -> None:
+    counter = CompileCounter()
+    compiled = ember_compile(sizes_as_text, backend=counter, dynamic=True)
+    for rows in (4, 4, 12):
+        x = torch.randn(rows)
+        out, texts = compiled(x)
+        expected_out, expected_texts = sizes_as_text(x)
+        assert texts == expected_texts
+        torch.testing.assert_close(out, expected_out)
+    assert counter.frame_count == 2  # the text depends on the value: 12 recompiles
+    assert recompile_reasons(compiled)[0].startswith("x.shape[0] = 12 breaks the size guard")

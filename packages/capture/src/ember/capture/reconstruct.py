@@ -21,7 +21,11 @@ from ember.capture.unsupported import Unsupported
 from ember.capture.variables.autocast import AutocastExitVariable, ResumedAutocast
 from ember.capture.variables.base import NullVariable, Variable
 from ember.capture.variables.builtins import BuiltinVariable
-from ember.capture.variables.constant import ConstantVariable, ExceptionVariable
+from ember.capture.variables.constant import (
+    ConstantVariable,
+    ExceptionVariable,
+    concrete_value,
+)
 from ember.capture.variables.containers import (
     ContainerMethodVariable,
     DictVariable,
@@ -82,27 +86,6 @@ REPLACE_LIST = _replace_list
 REPLACE_DICT = _replace_dict
 
 
-_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
-
-
-def concrete(value: Any) -> Any:
-    """`value` with each symbolic size replaced by its value in this capture, which guards it
-    (TODO(issue 19): a size the entry function rebuilds could be a Graph output instead)."""
-    if isinstance(value, torch.SymInt):
-        return int(value)
-    if isinstance(value, torch.SymFloat):
-        return float(value)
-    if isinstance(value, torch.SymBool):
-        return bool(value)
-    if isinstance(value, torch.Size):
-        return torch.Size(concrete(size) for size in value)
-    if type(value) is tuple:
-        return tuple(concrete(item) for item in value)
-    if isinstance(value, slice):
-        return slice(concrete(value.start), concrete(value.stop), concrete(value.step))
-    return value
-
-
 class Reconstructor:
     """Plans for the Variables of one capture; tensors made in the graph become outputs."""
 
@@ -119,7 +102,9 @@ class Reconstructor:
         if isinstance(value, TensorVariable):
             return self._tensor(value)
         if isinstance(value, ConstantVariable):
-            return OutputPlan("constant", concrete(value.value))
+            # TODO(issue 19): a size the entry function rebuilds could be a Graph output
+            # instead of this capture's value (which guards it)
+            return OutputPlan("constant", concrete_value(value.value))
         if isinstance(value, NullVariable):
             return OutputPlan("null")
         mutable = isinstance(

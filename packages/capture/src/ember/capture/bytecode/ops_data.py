@@ -12,7 +12,7 @@ from ember.capture.bytecode.registry import handler
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables import operators
 from ember.capture.variables.base import Variable
-from ember.capture.variables.constant import ConstantVariable
+from ember.capture.variables.constant import ConstantVariable, concrete_value
 from ember.capture.variables.containers import (
     DictVariable,
     ListVariable,
@@ -277,8 +277,8 @@ _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
 
 @handler("FORMAT_VALUE")
 def format_value(frame: Frame, instr: Step) -> None:
-    spec = frame.pop().constant() if instr.arg & 0x04 else ""
-    value = frame.pop().constant()
+    spec = concrete_value(frame.pop().constant()) if instr.arg & 0x04 else ""
+    value = concrete_value(frame.pop().constant())  # text shows a symbolic size's value
     convert = _CONVERSIONS[instr.arg & 0x03]
     if convert is not None:
         value = convert(value)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables.base import Variable
-from ember.capture.variables.constant import ConstantVariable
+from ember.capture.variables.constant import ConstantVariable, concrete_value
 from ember.capture.variables.containers import (
     DictVariable,
     DictViewVariable,
@@ -117,6 +117,9 @@ class BuiltinVariable(Variable):
         if all(_plain(arg) for arg in everything):
             real_args = [arg.realize() for arg in args]
             real_kwargs = {key: arg.realize() for key, arg in kwargs.items()}
+            if _makes_text(self.fn):  # str(SymInt) would print the symbol's name
+                real_args = [concrete_value(arg) for arg in real_args]
+                real_kwargs = {key: concrete_value(arg) for key, arg in real_kwargs.items()}
             try:
                 return wrap_result(frame, self.fn(*real_args, **real_kwargs))
             except Exception as error:  # noqa: BLE001
@@ -127,6 +130,11 @@ class BuiltinVariable(Variable):
             real = [arg.realize() for arg in args]
             return wrap_result(frame, call_traced(frame, lambda: self.fn(*real)))
         raise Unsupported(f"calling {self.describe()} on {', '.join(a.describe() for a in args)}")
+
+
+def _makes_text(fn: Any) -> bool:
+    """Whether `fn` turns its arguments into text or a hash (str, format, a str's method)."""
+    return fn in (str, repr, format, ascii, hash) or isinstance(getattr(fn, "__self__", None), str)
 
 
 def _plain(value: Variable) -> bool:

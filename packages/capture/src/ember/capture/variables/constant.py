@@ -56,6 +56,29 @@ def is_constant_value(value: Any) -> bool:
     return isinstance(value, CONSTANT_TYPES)
 
 
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def concrete_value(value: Any) -> Any:
+    """`value` with each symbolic size (a SymInt of a dim the Graph keeps symbolic, or what
+    Python computed from one) replaced by its value in this capture, which records the
+    guard that makes it right: for values that leave the Graph or become text
+    (`str(SymInt)` would print the symbol's name)."""
+    if isinstance(value, torch.SymInt):
+        return int(value)
+    if isinstance(value, torch.SymFloat):
+        return float(value)
+    if isinstance(value, torch.SymBool):
+        return bool(value)
+    if isinstance(value, torch.Size):
+        return torch.Size(concrete_value(size) for size in value)
+    if type(value) is tuple:
+        return tuple(concrete_value(item) for item in value)
+    if isinstance(value, slice):
+        return slice(*(concrete_value(p) for p in (value.start, value.stop, value.step)))
+    return value
+
+
 class ConstantVariable(Variable):
     """An immutable Python value."""
 

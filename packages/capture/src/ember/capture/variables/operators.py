@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables.base import Variable
-from ember.capture.variables.constant import ConstantVariable
+from ember.capture.variables.constant import ConstantVariable, concrete_value
 from ember.capture.variables.containers import (
     DictVariable,
     DictViewVariable,
@@ -237,6 +237,8 @@ def _constants(sequence: SequenceVariable) -> tuple[Any, ...]:
 
 
 def _constant_op(op: Callable[..., Any], *values: Any) -> Any:
+    if any(isinstance(value, str) for value in values):  # "%s" % SymInt prints its name
+        values = tuple(concrete_value(value) for value in values)
     try:
         return op(*values)
     except Exception as error:  # noqa: BLE001 - Python raised: capture cannot model raising yet
