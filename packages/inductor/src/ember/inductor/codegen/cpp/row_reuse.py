@@ -1,0 +1,91 @@
+"""Expensive row values a reduction computes and a later loop over the row needs again.
+
+A softmax's sum loop computes `exp(x - max)` for every element of the row, and its output
+loop computes the same `exp(x - max)` again to divide it by the sum: half its exponentials
+are repeats. When a reduction's body and a later inner loop's body of the same kernel share
+a subtree holding a transcendental op, the reduction loop saves the subtree's values in a
+row-long scratch array on the thread's stack and the later loop reads them back. The values
+are the very ones computed once, so results are unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import sympy
+
+from ember.inductor.ir.body import BodyValue
+from ember.inductor.scheduler.fusion import Kernel
+
+# Ops worth a store and a load to skip (vector math library calls, not one instruction).
+EXPENSIVE = frozenset(
+    {
+        "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "erf", "erfc",
+        "sin", "cos", "tan", "sinh", "cosh", "atan", "pow",
+    }
+)  # fmt: skip
+# Longest row kept in scratch: 64 KiB of float32 per thread on the stack.
+MAX_ROW = 16384
+
+Structure = tuple[object, ...]
+
+
+def structure(node: BodyValue) -> Structure:
+    """A key equal for trees that compute the same value in the same loop iteration.
+    Indirect loads never match (their indices are values of the body)."""
+    if node.op == "load":
+        storage, index, indirect = node.args
+        if indirect:
+            return ("indirect", id(node))
+        return ("load", str(storage), str(index), node.dtype)
+    args = tuple(
+        structure(a) if isinstance(a, BodyValue) else str(a) if isinstance(a, sympy.Basic) else a
+        for a in node.args
+    )
+    return (node.op, args, node.dtype)
+
+
+def subtrees(node: BodyValue) -> Iterator[BodyValue]:
+    yield node
+    for child in node.children():
+        yield from subtrees(child)
+
+
+def _expensive(node: BodyValue) -> bool:
+    return any(n.op in EXPENSIVE for n in subtrees(node))
+
+
+def _stored(node: BodyValue) -> set[str]:
+    return {str(n.args[0]) for n in subtrees(node) if n.op == "load"}
+
+
+def shared_rows(kernel: Kernel) -> dict[Structure, str]:
+    """Subtrees (by `structure`) a sum reduction over one static row computes and a later inner
+    loop of the kernel recomputes, each with the name of its scratch array."""
+    if not kernel.outer or len(kernel.inner) != 1:
+        return {}
+    size = kernel.inner[0]
+    if not isinstance(size, sympy.Integer) or int(size) > MAX_ROW:
+        return {}
+    shared: dict[Structure, str] = {}
+    members = kernel.members
+    for position, member in enumerate(members):
+        if member.level != "reduction" or member.node.reduction_type != "sum":
+            continue
+        written = {m.node.storage for m in members[position:]}
+        later: set[Structure] = set()
+        for other in members[position + 1 :]:
+            if other.level == "inner" and not other.store_mode:
+                later.update(structure(n) for n in subtrees(other.body))
+        # the largest shared subtrees: a parent taken first hides its children
+        candidates = [member.body]
+        while candidates:
+            node = candidates.pop()
+            if node.op == "masked":
+                continue  # its values live inside the mask's branch
+            key = structure(node)
+            if key in later and _expensive(node) and not (_stored(node) & written):
+                shared.setdefault(key, f"row{len(shared)}")
+                continue
+            candidates.extend(node.children())
+    return shared

@@ -1,0 +1,239 @@
+"""The C++ kernels' hot loops are ones GCC vectorizes, and their values stay eager's.
+
+Vectorization is checked on the compiler's own report (`-fopt-info-vec-optimized`: the loops
+it turned into SIMD code), not by reading the generated text. Before lane reductions a row
+max (and so a softmax's first pass) was a scalar loop: GCC does not vectorize a loop-carried
+NaN-propagating max.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+import ember.prims as prims
+from ember.inductor.codegen.cpp.compiler import (
+    COMPILER,
+    FLAGS,
+    compile_shared_library,
+    vector_math_flags,
+)
+from ember.inductor.pipeline import compile_graph
+
+needs_compiler = pytest.mark.skipif(shutil.which(COMPILER) is None, reason="no C++ compiler")
+
+
+def _vectorized_loops(module: str, directory: Path) -> int:
+    """How many loops GCC reports it vectorized when building `module`."""
+    source = directory / "module.cpp"
+    source.write_text(module)
+    # the build's own flags; `-lmvec` only links, and this compiles without linking
+    flags = [f for f in (*FLAGS, *vector_math_flags()) if f not in {"-w", "-lmvec"}]
+    result = subprocess.run(
+        [COMPILER, *flags, "-fopt-info-vec-optimized", "-c", str(source), "-o", "/dev/null"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = sorted(
+        {
+            int(line.split(":")[1])
+            for line in result.stderr.splitlines()
+            if "loop vectorized" in line and line.startswith(str(source))
+        }
+    )
+    # GCC may report one `omp simd` loop twice, at its pragma and at its body two lines on
+    return sum(1 for i, line in enumerate(lines) if i == 0 or line - lines[i - 1] > 2)
+
+
+def _compiled(fn: Callable[..., torch.Tensor], *inputs: torch.Tensor) -> object:
+    compiled = compile_graph(prims.trace(fn, *inputs), inputs)
+    torch.testing.assert_close(compiled(*inputs), fn(*inputs), equal_nan=True)
+    return compiled
+
+
+@needs_compiler
+def test_a_row_max_is_a_vectorized_loop(tmp_path: Path) -> None:
+    x = torch.randn(64, 256)
+    compiled = _compiled(lambda t: t.amax(dim=-1), x)
+    assert _vectorized_loops(compiled.module, tmp_path) >= 1  # type: ignore[attr-defined]
+
+
+@needs_compiler
+def test_every_pass_of_a_row_softmax_is_a_vectorized_loop(tmp_path: Path) -> None:
+    # max, sum of exponentials, normalized exponentials: three loops over a row
+    x = torch.randn(64, 256)
+    compiled = _compiled(lambda t: torch.softmax(t, dim=-1), x)
+    assert _vectorized_loops(compiled.module, tmp_path) >= 3  # type: ignore[attr-defined]
+
+
+EXTREMA: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "amax": lambda t: t.amax(dim=-1),
+    "amin": lambda t: t.amin(dim=-1),
+    "max of a product": lambda t: (t * 2.0).amax(dim=-1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTREMA))
+@pytest.mark.parametrize("width", [5, 16, 37, 256])
+def test_row_extrema_equal_eager_with_nan_inf_and_tails(name: str, width: int) -> None:
+    fn = EXTREMA[name]
+    x = torch.randn(6, width, generator=torch.Generator().manual_seed(width))
+    x[1, width // 2] = float("nan")  # a NaN in a lane, in the middle
+    x[2, width - 1] = float("nan")  # a NaN in the scalar tail (when width % 16)
+    x[3, :] = float("-inf")
+    x[4, :] = float("inf")
+    x[5, 0] = float("nan")
+    compiled = compile_graph(prims.trace(fn, x), (x,))
+    torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_integer_row_extrema_equal_eager(dtype: torch.dtype) -> None:
+    x = torch.randint(-1000, 1000, (7, 45), dtype=dtype, generator=torch.Generator().manual_seed(0))
+    for fn in (lambda t: t.amax(dim=-1), lambda t: t.amin(dim=-1)):
+        compiled = compile_graph(prims.trace(fn, x), (x,))
+        torch.testing.assert_close(compiled(x), fn(x))
+
+
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or shutil.which("objdump") is None,
+    reason="reads x86-64 machine code with objdump",
+)
+@needs_compiler
+def test_a_column_sum_adds_packed_doubles(tmp_path: Path) -> None:
+    # A sum over dim 0 reads its reduction loop a row apart: GCC reports that loop
+    # "vectorized" yet emits one scalar `vaddsd` per element. The lanes make the loop that
+    # reads the input run along a row, and its float32 values add into double accumulators
+    # with packed `vaddpd` (checked on the machine code, where the report is not reliable).
+    x = torch.randn(64, 256)
+    compiled = _compiled(lambda t: t.sum(dim=0), x)
+    library = tmp_path / "module.so"
+    library.write_bytes(compile_shared_library(compiled.module))  # type: ignore[attr-defined]
+    listing = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", str(library)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    mnemonics = [
+        line.split("\t")[1].split()[0]
+        for line in listing.splitlines()
+        if line.count("\t") >= 1 and ":" in line.split("\t")[0]
+    ]
+    assert "vaddpd" in mnemonics, sorted(set(m for m in mnemonics if "add" in m))
+
+
+COLUMN_REDUCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "sum over dim 0": lambda t: t.sum(dim=0),
+    "amax over dim 0": lambda t: t.amax(dim=0),
+    "amin over dim 0": lambda t: t.amin(dim=0),
+    "mean over dim 0": lambda t: t.mean(dim=0),
+    "var over dim 0": lambda t: t.var(dim=0),
+    "softmax over dim 0": lambda t: torch.softmax(t, dim=0),
+    "sum over the middle dim": lambda t: t.reshape(t.shape[0], 2, -1).sum(dim=1),
+    "sum over dims 0 and 1 of a 3-d view": lambda t: t.reshape(2, -1, t.shape[1]).sum(dim=(0, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COLUMN_REDUCTIONS))
+@pytest.mark.parametrize("width", [24, 160, 300])
+def test_column_reductions_equal_eager_with_nan_and_tails(name: str, width: int) -> None:
+    fn = COLUMN_REDUCTIONS[name]
+    x = torch.randn(12, width, generator=torch.Generator().manual_seed(width))
+    x[3, 5] = float("nan")
+    x[7, width - 1] = float("nan")  # in the scalar remainder of the outer loop
+    x[:, 9] = float("-inf")
+    compiled = compile_graph(prims.trace(fn, x), (x,))
+    torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+
+
+def test_integer_column_sums_equal_eager() -> None:
+    x = torch.randint(
+        -1000, 1000, (9, 70), dtype=torch.int32, generator=torch.Generator().manual_seed(0)
+    )
+    for fn in (lambda t: t.sum(dim=0), lambda t: t.amax(dim=0)):
+        compiled = compile_graph(prims.trace(fn, x), (x,))
+        torch.testing.assert_close(compiled(x), fn(x))
+
+
+TRANSPOSED: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "transposed copy": lambda t: (t.t() * 2.0).contiguous(),
+    "transposed plus straight": lambda t: t.t() + t,
+    "batched transpose": lambda t: (
+        t.reshape(2, -1, t.shape[1]).transpose(1, 2) + 1.0
+    ).contiguous(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRANSPOSED))
+@pytest.mark.parametrize("size", [16, 40])
+def test_transposed_reads_equal_eager_with_partial_tiles(name: str, size: int) -> None:
+    fn = TRANSPOSED[name]
+    x = torch.randn(size, size, generator=torch.Generator().manual_seed(size))
+    compiled = compile_graph(prims.trace(fn, x), (x,))
+    torch.testing.assert_close(compiled(x), fn(x))
+
+
+def _calls(module: str, directory: Path, callee: str) -> int:
+    """How many call sites of functions whose name holds `callee` the built library has."""
+    library = directory / "module.so"
+    library.write_bytes(compile_shared_library(module))
+    listing = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", str(library)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sum(
+        1 for line in listing.splitlines() if "\tcall" in line and callee in line.rsplit("<", 1)[-1]
+    )
+
+
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or shutil.which("objdump") is None,
+    reason="reads x86-64 machine code with objdump",
+)
+@needs_compiler
+def test_a_row_softmax_calls_exp_in_one_loop(tmp_path: Path) -> None:
+    # the sum loop keeps its exponentials for the output loop, which used to recompute them
+    x = torch.randn(8, 1024)  # rows long enough that GCC keeps each loop a loop (not unrolled)
+    compiled = _compiled(lambda t: torch.softmax(t, dim=-1), x)
+    assert _calls(compiled.module, tmp_path, "exp") == 1  # type: ignore[attr-defined]
+
+
+REUSED: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "softmax": lambda t: torch.softmax(t, dim=-1),
+    "log_softmax": lambda t: torch.log_softmax(t, dim=-1),
+    "softmax of a scaled input": lambda t: torch.softmax(t * 0.125, dim=-1),
+    "exp normalized and added": lambda t: torch.exp(t) / torch.exp(t).sum(-1, keepdim=True) + t,
+    "tanh mean subtracted": lambda t: torch.tanh(t) - torch.tanh(t).mean(-1, keepdim=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REUSED))
+@pytest.mark.parametrize("width", [7, 33, 256])
+def test_row_values_reused_equal_eager(name: str, width: int) -> None:
+    fn = REUSED[name]
+    x = torch.randn(5, width, generator=torch.Generator().manual_seed(width))
+    x[1, 2] = float("nan")
+    x[2, :] = float("-inf")
+    compiled = compile_graph(prims.trace(fn, x), (x,))
+    torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+
+
+def test_row_values_reused_by_two_outputs_equal_eager() -> None:
+    def fn(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        e = torch.exp(t)
+        return e * 2, e / e.sum(-1, keepdim=True)
+
+    x = torch.randn(4, 300, generator=torch.Generator().manual_seed(0))
+    compiled = compile_graph(prims.trace(fn, x), (x,))
+    for value, expected in zip(compiled(x), fn(x), strict=True):
+        torch.testing.assert_close(value, expected)
