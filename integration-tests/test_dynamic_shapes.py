@@ -49,3 +49,32 @@ def test_decoder_training_with_variable_lengths_matches_eager() -> None:
         for (name, p), q in zip(model.named_parameters(), reference.parameters()):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
     assert compiled.forward._ember_compiled.captures == 2
+
+
+def test_transformers_llama_training_over_lengths_compiles_twice() -> None:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=100,
+        max_position_embeddings=64,
+    )
+    model = transformers.LlamaForCausalLM(config)
+    reference = transformers.LlamaForCausalLM(config)
+    reference.load_state_dict(model.state_dict())
+    compiled = ember.compile(model)
+    for length in (6, 11, 20):
+        ids = torch.randint(0, 100, (2, length))
+        loss = compiled(input_ids=ids, labels=ids, use_cache=False).loss
+        expected = reference(input_ids=ids, labels=ids, use_cache=False).loss
+        torch.testing.assert_close(loss, expected, rtol=1e-4, atol=1e-4)
+        loss.backward()
+        expected.backward()
+        for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5, msg=name)
+    state = compiled.forward._ember_compiled
+    assert state.captures == 2, state.recompile_reasons
