@@ -13,6 +13,7 @@ from torch import nn
 
 import ember
 from ember.capture import mark_dynamic, mark_static
+from ember.capture.cache import CACHE, RecompileLimitWarning
 from ember.capture.compile import compile as ember_compile
 from ember.capture.guards.source import LocalSource, SizeSource
 from ember.capture.guards.symbolic import SizeCondition, to_python
@@ -284,3 +285,13 @@ def test_a_symbolic_size_made_text_shows_its_value_and_guards_it() -> None:
         torch.testing.assert_close(out, expected_out)
     assert counter.frame_count == 2  # the text depends on the value: 12 recompiles
     assert recompile_reasons(compiled)[0].startswith("x.shape[0] = 12 breaks the size guard")
+
+
+def test_the_cache_limit_warning_says_what_to_do_about_changing_sizes() -> None:
+    counter = CompileCounter()
+    compiled = ember_compile(scale_and_sum, backend=counter, dynamic=False)
+    for length in range(2, 2 + CACHE.limit):
+        compiled(torch.randn(3, length))
+    with pytest.warns(RecompileLimitWarning, match=r"mark the dim with ember.mark_dynamic"):
+        compiled(torch.randn(3, 100))
+    assert counter.frame_count == CACHE.limit

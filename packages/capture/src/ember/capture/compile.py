@@ -178,7 +178,7 @@ class CompiledFunction:
                 f"ember.compile: {self.fn.__qualname__} ({self._where()}) was recompiled "
                 f"{CACHE.limit} times, the cache size limit; it now runs eagerly for inputs "
                 f"no cached graph accepts. Last reason: {reason}. Keep that input stable or "
-                "raise EMBER_CACHE_SIZE_LIMIT.",
+                f"raise EMBER_CACHE_SIZE_LIMIT{_size_hint(reason)}.",
                 RecompileLimitWarning,
                 stacklevel=4,
             )
@@ -187,6 +187,16 @@ class CompiledFunction:
 
     def _where(self) -> str:
         return f"{self.code.co_filename.rsplit('/', 1)[-1]}:{self.code.co_firstlineno}"
+
+
+def _size_hint(reason: str) -> str:
+    """What to do when the sizes of an input keep changing."""
+    if ".shape[" not in reason:
+        return ""
+    return (
+        "; for sizes that keep changing, compile with dynamic=None or dynamic=True, or mark "
+        "the dim with ember.mark_dynamic(tensor, dim) before the call"
+    )
 
 
 def call_with_arguments(fn: types.FunctionType, arguments: dict[str, Any]) -> Any:
