@@ -155,9 +155,26 @@ def test_symbolic_ints_flow_through_python() -> None:
         expected, expected_number = halves(x)
         torch.testing.assert_close(out, expected)
         assert number == expected_number and type(number) is int
-    # the int returned to Python is specialized (guarded): each width is its own entry
-    assert counter.frame_count == 3
-    assert "x.shape[1] = 12 breaks the size guard" in recompile_reasons(compiled)[0]
+    # the int returned to Python is computed again from x.shape[1]: one entry serves all
+    assert counter.frame_count == 1
+
+
+def shapes_returned(x):
+    rows = x.shape[0]
+    return x.shape, (rows * 2, rows > 4), x.sum()
+
+
+def test_sizes_returned_to_python_are_computed_from_the_inputs() -> None:
+    counter = CompileCounter()
+    compiled = ember_compile(shapes_returned, backend=counter, dynamic=True)
+    for shape in ((3, 5), (7, 2), (2, 9)):
+        x = torch.randn(shape)
+        shape_out, pair, total = compiled(x)
+        assert type(shape_out) is torch.Size and shape_out == x.shape
+        assert pair == (shape[0] * 2, shape[0] > 4) and type(pair[0]) is int
+        assert type(pair[1]) is bool
+        torch.testing.assert_close(total, x.sum())
+    assert counter.frame_count == 1
 
 
 def rows_in_a_loop(x):

@@ -14,9 +14,11 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import sympy
 import torch
 
 from ember.capture.codegen import OutputPlan
+from ember.capture.guards.symbolic import to_python
 from ember.capture.unsupported import Unsupported
 from ember.capture.variables.autocast import AutocastExitVariable, ResumedAutocast
 from ember.capture.variables.base import NullVariable, Variable
@@ -86,6 +88,10 @@ REPLACE_LIST = _replace_list
 REPLACE_DICT = _replace_dict
 
 
+# The functions that compute a size from input sizes, by (parameters, Python expression).
+_size_functions: dict[tuple[tuple[str, ...], str], Callable[..., Any]] = {}
+
+
 class Reconstructor:
     """Plans for the Variables of one capture; tensors made in the graph become outputs."""
 
@@ -102,9 +108,7 @@ class Reconstructor:
         if isinstance(value, TensorVariable):
             return self._tensor(value)
         if isinstance(value, ConstantVariable):
-            # TODO(issue 19): a size the entry function rebuilds could be a Graph output
-            # instead of this capture's value (which guards it)
-            return OutputPlan("constant", concrete_value(value.value))
+            return self._constant(value.value)
         if isinstance(value, NullVariable):
             return OutputPlan("null")
         mutable = isinstance(
@@ -146,6 +150,41 @@ class Reconstructor:
         if receiver is None:
             return compiled
         return OutputPlan("call", _method, (compiled, self.plan(receiver)))
+
+    def _constant(self, value: Any) -> OutputPlan:
+        """A constant; a size computed from symbolic sizes (`n // 2`, `x.shape`) is computed
+        again from the input sizes by the entry function, so a length kept across a graph
+        break or returned does not pin the Graph to this call's sizes. What the integer
+        printer cannot write (a SymFloat) takes this call's value, guarded."""
+        if isinstance(value, (torch.SymInt, torch.SymBool)):
+            computed = self._size_expression(value)
+            if computed is not None:
+                return computed
+        if isinstance(value, torch.Size) or type(value) is tuple:
+            if any(isinstance(item, (torch.SymInt, torch.SymBool)) for item in value):
+                items = OutputPlan("tuple", children=tuple(self._constant(v) for v in value))
+                if type(value) is tuple:
+                    return items
+                return OutputPlan("call", torch.Size, (items,))
+        return OutputPlan("constant", concrete_value(value))
+
+    def _size_expression(self, value: torch.SymInt | torch.SymBool) -> OutputPlan | None:
+        shape_env = self.session.tracer.shape_env
+        expr = shape_env.replace(value.node.expr) if shape_env is not None else None
+        if expr is None or not isinstance(expr, sympy.Basic) or expr.is_number:
+            return None
+        names = sorted(str(sym) for sym in expr.free_symbols)
+        if not all(name in self.session.sizes for name in names):
+            return None
+        code = to_python(expr, lambda sym: sym.name)
+        if code is None:
+            return None
+        function = _size_functions.get((tuple(names), code))
+        if function is None:
+            function = eval(f"lambda {', '.join(names)}: {code}")  # noqa: S307 - printed here
+            _size_functions[(tuple(names), code)] = function
+        sizes = tuple(OutputPlan("source", self.session.sizes[name]) for name in names)
+        return OutputPlan("call", function, sizes)
 
     def _tensor(self, value: TensorVariable) -> OutputPlan:
         for graph_input in self.session.inputs:
