@@ -117,6 +117,28 @@ def _infix(op: str) -> Emit:
     return lambda a, t: f"({a[0]} {op} {a[1]})"
 
 
+def _pow(a: list[str], t: str) -> str:
+    """Float powers as ATen's CPU kernel computes them: exponents 2, 3 and -2 as products,
+    0.5 and -0.5 as square roots, -1 as a reciprocal, others through `std::pow` (which
+    glibc's vector math library vectorizes; the generic `ember_pow` call kept GELU's tanh
+    approximation, `x ** 3`, a scalar loop)."""
+    if t not in {"float", "double"}:
+        return f"ember_pow<{t}>({a[0]}, {a[1]})"
+    base = a[0]
+    special = {
+        2.0: f"({base} * {base})",
+        3.0: f"({base} * {base} * {base})",
+        -2.0: f"({t}(1) / ({base} * {base}))",
+        0.5: f"std::sqrt({base})",
+        -0.5: f"({t}(1) / std::sqrt({base}))",
+        -1.0: f"({t}(1) / {base})",
+    }
+    for exponent, spelling in special.items():
+        if a[1] == f"static_cast<{t}>({exponent!r})":
+            return spelling
+    return f"std::pow({base}, {a[1]})"
+
+
 OPS: dict[str, Emit] = {
     "abs": lambda a, t: f"std::abs({a[0]})" if t != "bool" else a[0],
     "neg": lambda a, t: f"(-{a[0]})",
@@ -162,7 +184,7 @@ OPS: dict[str, Emit] = {
     "div": _infix("/"),
     "remainder": lambda a, t: f"ember_remainder<{t}>({a[0]}, {a[1]})",
     "fmod": lambda a, t: f"ember_fmod<{t}>({a[0]}, {a[1]})",
-    "pow": lambda a, t: f"ember_pow<{t}>({a[0]}, {a[1]})",
+    "pow": _pow,
     "atan2": _call("std::atan2"),
     "hypot": _call("std::hypot"),
     "copysign": _call("std::copysign"),
