@@ -266,6 +266,14 @@ def _train_steps(
     }
 
 
+def _error_text(error: BaseException) -> str:
+    """An exception and where it was raised, short enough for a result row."""
+    import traceback
+
+    where = "".join(traceback.format_tb(error.__traceback__)[-3:])
+    return f"{type(error).__name__}: {error}\n{where}"[:1500]
+
+
 def _release() -> None:
     """Free what a variant's compiler holds (graph pools included) before the next one."""
     import gc
@@ -781,7 +789,10 @@ def run_reduce_overhead_case(
             row["tree"] = _tree_stats()
         emit(row)
         del values
-        _release()
+        try:
+            _release()
+        except Exception as error:  # say why, and let the next variant try in this process
+            emit({**row, "variant": f"{name} (release)", "error": _error_text(error)})
 
 
 def run_worker(arguments: argparse.Namespace) -> None:
@@ -844,7 +855,8 @@ def run_suite(arguments: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     models = arguments.models.split(",")
     parts = arguments.parts.split(",")
-    log = (out / "workers.log").open("ab")
+    logs = out / "logs"  # one per worker: a worker that dies says why in its own file
+    logs.mkdir(exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("EMBER_COMPILE_THREADS", "2")
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
@@ -869,10 +881,12 @@ def run_suite(arguments: argparse.Namespace) -> dict[str, Any]:
         command += ["--results", str(results), "--lock", str(lock)]
         if arguments.variants:
             command += ["--variants", arguments.variants]
+        log = (logs / f"{model}-{mode}-{part.replace(',', '+')}.log").open("ab")
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
+        log.close()  # the child holds its own descriptor
         workers[process.pid] = (process, f"{model} {mode} {part}")
 
     while pending and len(workers) < arguments.jobs:
@@ -889,7 +903,12 @@ def run_suite(arguments: argparse.Namespace) -> dict[str, Any]:
             del workers[pid]
             exits[case] = code
             if code:
-                print(f"worker {case}: exit {code}", flush=True)
+                model, mode, part = case.split(" ")
+                text = (logs / f"{model}-{mode}-{part.replace(',', '+')}.log").read_text(
+                    errors="replace"
+                )
+                tail = "\n    ".join(text.splitlines()[-12:])
+                print(f"worker {case}: exit {code}; its log ends:\n    {tail}", flush=True)
             if end_pause_of(lock, pid):  # died holding the lock: resume the paused
                 for other in workers:
                     os.killpg(other, signal.SIGCONT)
