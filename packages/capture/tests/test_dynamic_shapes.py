@@ -312,3 +312,14 @@ def test_the_cache_limit_warning_says_what_to_do_about_changing_sizes() -> None:
     with pytest.warns(RecompileLimitWarning, match=r"mark the dim with ember.mark_dynamic"):
         compiled(torch.randn(3, 100))
     assert counter.frame_count == CACHE.limit
+
+
+def test_reset_forgets_what_automatic_dynamic_learnt() -> None:
+    counter = CompileCounter()
+    compiled = ember_compile(scale_and_sum, backend=counter)
+    compiled(torch.randn(3, 4))
+    compiled(torch.randn(3, 8))
+    assert [len(graph.symbols) for graph in counter.graphs] == [0, 1]
+    ember.capture.reset()
+    compiled(torch.randn(3, 8))
+    assert [len(graph.symbols) for graph in counter.graphs] == [0, 1, 0]  # static again

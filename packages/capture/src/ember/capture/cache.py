@@ -51,6 +51,8 @@ class CodeEntries:
     # What the backend returned for each Graph it compiled here: (Graph, the grad mode and
     # autocast state it was compiled under, the compiled callable).
     compiled: list[tuple[Graph, tuple[Any, ...], Callable[..., Any]]] = field(default_factory=list)
+    # (source, dim) pairs automatic dynamic has learnt for this code (DynamicPolicy)
+    automatic: set[tuple[Source, int]] = field(default_factory=set)
 
     def compiled_for(self, graph: Graph, state: tuple[Any, ...]) -> Callable[..., Any] | None:
         """The callable compiled earlier for a Graph that serializes as `graph` does (its
@@ -103,6 +105,7 @@ class CaptureCache:
         for table in list(self._tables):
             table.entries.clear()
             table.compiled.clear()
+            table.automatic.clear()
             table.warned = False
 
 

@@ -61,8 +61,6 @@ class CompiledFunction:
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self.family: Family = family if family is not None else weakref.WeakKeyDictionary()
-        self.policy = DynamicPolicy(dynamic)
-        self.options = CaptureOptions(fullgraph, self.compile_related, compiling, self.policy)
         self.code = fn.__code__
         self.globals = fn.__globals__
         self.backend = backend
@@ -71,6 +69,9 @@ class CompiledFunction:
         self.recompile_reasons: list[str] = []
         self.eager_fallbacks = 0
         self.table = CACHE.table(self.code)
+        # what automatic dynamic learns lives in the table, so reset() forgets it too
+        self.policy = DynamicPolicy(dynamic, self.table.automatic)
+        self.options = CaptureOptions(fullgraph, self.compile_related, compiling, self.policy)
         self._capturing = threading.RLock()
 
     def dispatch(self, arguments: dict[str, Any]) -> Any:
