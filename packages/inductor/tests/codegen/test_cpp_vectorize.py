@@ -130,6 +130,35 @@ def test_a_column_sum_adds_packed_doubles(tmp_path: Path) -> None:
     assert "vaddpd" in mnemonics, sorted(set(m for m in mnemonics if "add" in m))
 
 
+def _mnemonics(module: str, directory: Path) -> set[str]:
+    library = directory / "module.so"
+    library.write_bytes(compile_shared_library(module))
+    listing = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", str(library)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {
+        line.split("\t")[1].split()[0]
+        for line in listing.splitlines()
+        if line.count("\t") >= 1 and line.split("\t")[1].strip()
+    }
+
+
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or shutil.which("objdump") is None,
+    reason="reads x86-64 machine code with objdump",
+)
+@needs_compiler
+def test_a_row_sum_adds_at_float_width(tmp_path: Path) -> None:
+    # converting every float32 value to the double accumulator halved the vector width
+    # (0.41 against 0.27 ms on a 4096x1024 row sum); chunks of 256 now add in float lanes
+    x = torch.randn(64, 1024)
+    compiled = _compiled(lambda t: t.sum(dim=-1), x)
+    assert "vaddps" in _mnemonics(compiled.module, tmp_path)  # type: ignore[attr-defined]
+
+
 COLUMN_REDUCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sum over dim 0": lambda t: t.sum(dim=0),
     "amax over dim 0": lambda t: t.amax(dim=0),
