@@ -75,7 +75,7 @@ def main() -> None:
     )
     peer = torch.compile(model, dynamic=True) if options.torch_compile else None
     header = "length  eager ms  ember-dynamic ms  ember-static ms  dynamic/static  eager/dynamic"
-    print(header + ("  torch.compile(dynamic) ms" if peer else ""))
+    print(header + ("  torch.compile(dynamic) ms" if peer is not None else ""))
     with torch.no_grad():
         for n in lengths:
             ids = inputs[n]
