@@ -22,6 +22,11 @@ def _shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
 
 
+def test_the_umbrella_exports_the_marks() -> None:
+    assert ember.mark_dynamic is ember.capture.mark_dynamic
+    assert ember.mark_static is ember.capture.mark_static
+
+
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 def test_decoder_over_prompt_lengths_compiles_at_most_twice(backend: str) -> None:
     torch.manual_seed(0)

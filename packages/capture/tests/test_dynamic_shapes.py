@@ -11,10 +11,10 @@ import sympy
 import torch
 from torch import nn
 
-import ember
 from ember.capture import mark_dynamic, mark_static
 from ember.capture.cache import CACHE, RecompileLimitWarning
 from ember.capture.compile import compile as ember_compile
+from ember.capture.compile import reset
 from ember.capture.guards.source import LocalSource, SizeSource
 from ember.capture.guards.symbolic import SizeCondition, to_python
 from ember.capture.testing import CompileCounter, TinyDecoder
@@ -132,11 +132,6 @@ def test_mark_static_keeps_a_dim_static_under_dynamic_true() -> None:
     compiled(torch.randn(6, 7))
     assert counter.frame_count == 2
     assert recompile_reasons(compiled)[0].startswith("x.shape[0] changed from 4 to 6")
-
-
-def test_the_umbrella_exports_the_marks() -> None:
-    assert ember.mark_dynamic is mark_dynamic
-    assert ember.mark_static is mark_static
 
 
 def halves(x):
@@ -320,6 +315,6 @@ def test_reset_forgets_what_automatic_dynamic_learnt() -> None:
     compiled(torch.randn(3, 4))
     compiled(torch.randn(3, 8))
     assert [len(graph.symbols) for graph in counter.graphs] == [0, 1]
-    ember.capture.reset()
+    reset()
     compiled(torch.randn(3, 8))
     assert [len(graph.symbols) for graph in counter.graphs] == [0, 1, 0]  # static again
