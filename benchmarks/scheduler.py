@@ -298,6 +298,7 @@ def run_tasks(
                 "status": "timeout",
                 "error": f"no result within {allowed:.0f} s",
                 "error_class": "timeout",
+                "allowed_s": round(allowed, 1),  # below the case limit: the model budget's cut
             }
         else:  # killed by a signal (a segfault in a kernel) or exited: a crash
             record = {

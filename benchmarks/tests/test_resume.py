@@ -12,8 +12,9 @@ from benchmarks import records, resume
 from benchmarks import run as run_module
 
 
-def _write_run(path: Path, statuses: dict[str, str]) -> None:
-    records.append(path, {"record": "run", "run_id": "20260101-000000", "device": "cpu"})
+def _write_run(path: Path, statuses: dict[str, str], errors: dict[str, str] | None = None) -> None:
+    header = {"record": "run", "run_id": "20260101-000000", "device": "cpu"}
+    records.append(path, {**header, "limits": {"case_s": 240.0}})
     for task_id, status in statuses.items():
         model, mode, dtype, backend = task_id.split("/")
         records.append(
@@ -26,6 +27,7 @@ def _write_run(path: Path, statuses: dict[str, str]) -> None:
                 "dtype": dtype,
                 "backend": backend,
                 "status": status,
+                "error": (errors or {}).get(task_id),
             },
         )
 
@@ -76,3 +78,21 @@ def test_resumed_run_plans_only_missing_cases_under_the_same_id(
 def test_resume_without_a_results_file_stops(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="does not exist"):
         run_module.main(["--models", "mlp", "--out", str(tmp_path), "--resume"])
+
+
+def test_a_timeout_cut_short_by_the_model_budget_is_planned_again(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    _write_run(
+        results,
+        {
+            "swin/training/bf16/torch.compile": "pass",
+            "swin/training/bf16/ember:inductor": "timeout",
+            "t5/training/bf16/ember:inductor": "timeout",
+        },
+        errors={
+            "swin/training/bf16/ember:inductor": "no result within 12 s",  # model budget
+            "t5/training/bf16/ember:inductor": "no result within 240 s",  # the case limit
+        },
+    )
+    _, done = resume.finished(results)
+    assert done == {"swin/training/bf16/torch.compile", "t5/training/bf16/ember:inductor"}
