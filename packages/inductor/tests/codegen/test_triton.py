@@ -210,55 +210,14 @@ PTX_CASES = (
     "math_functions",
 )
 
-_PTX_SCRIPT = """
-import importlib.util, json, sys
-import torch
-import ember.prims as prims
-from ember.inductor.codegen.triton import TritonBackend
-from ember.inductor.config import InductorConfig
-from ember.inductor.pipeline import generate
-from ember.runtime import ArtifactCache
-from triton.backends.compiler import GPUTarget
 
-spec = importlib.util.spec_from_file_location("triton_cases", sys.argv[1])
-cases = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(cases)
-backend = TritonBackend()
-cache = ArtifactCache(sys.argv[2])
-report = {}
-for name in sys.argv[3:]:
-    fn, make_inputs = cases.CASES[name]
-    inputs = make_inputs()
-    artifact = generate(prims.trace(fn, *inputs), backend, InductorConfig(), torch.device("cuda"))
-    kernels = backend.load(artifact["module"], cache)
-    ptx = [c.asm["ptx"] for k in kernels.values() for c in k.precompile(GPUTarget("cuda", 90, 32))]
-    report[name] = {"kernels": len(kernels), "ptx": [p[:400] for p in ptx]}
-print(json.dumps(report))
-"""
-
-
-def test_generated_kernels_compile_to_ptx_without_a_gpu(tmp_path: Path) -> None:
-    import json
-    import os
-    import subprocess
-    import sys
-
-    environment = {**os.environ, "TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run(
-        [sys.executable, "-c", _PTX_SCRIPT, __file__, str(tmp_path), *PTX_CASES],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert sorted(report) == sorted(PTX_CASES)
-    for name, built in report.items():
-        assert built["kernels"] >= 1, name
-        assert len(built["ptx"]) >= built["kernels"], name
-        for ptx in built["ptx"]:
-            assert ".target sm_90" in ptx, name
+def test_generated_kernels_compile_to_ptx_without_a_gpu(build_for_sm90: Any) -> None:
+    report = build_for_sm90(__file__, PTX_CASES)
+    for name, kernels in report.items():
+        assert kernels, name
+        for kernel in kernels:
+            assert kernel["ptx"], name
+            assert all(".target sm_90" in ptx for ptx in kernel["ptx"]), name
 
 
 def test_a_kernel_never_reloads_what_it_stored_without_a_barrier(

@@ -128,51 +128,12 @@ def test_conv_vendor_path_computes_the_same_values(
     torch.testing.assert_close(compiled(*inputs), fn(*inputs), rtol=1e-4, atol=1e-4)
 
 
-_PTX_SCRIPT = """
-import importlib.util, json, sys
-import torch
-import ember.prims as prims
-from ember.inductor.codegen.triton import TritonBackend
-from ember.inductor.pipeline import generate
-from ember.runtime import ArtifactCache
-from triton.backends.compiler import GPUTarget
-
-spec = importlib.util.spec_from_file_location("conv_cases", sys.argv[1])
-cases = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(cases)
-backend = TritonBackend()
-cache = ArtifactCache(sys.argv[2])
-report = {}
-for name in sys.argv[3:]:
-    fn, make_inputs = cases.CASES[name]
-    inputs = tuple(t.to(torch.bfloat16) for t in make_inputs())
-    artifact = generate(prims.trace(fn, *inputs), backend, cases._config(), torch.device("cuda"))
-    kernels = backend.load(artifact["module"], cache)
-    choice = [k for k in kernels.values() if hasattr(k, "template")][0]
-    compiled = choice.template.precompile(GPUTarget("cuda", 90, 32))
-    report[name] = [".target sm_90" in c.asm["ptx"] and "mma" in c.asm["ptx"] for c in compiled]
-print(json.dumps(report))
-"""
-
-
-def test_conv_templates_compile_to_ptx_without_a_gpu(tmp_path: Path) -> None:
+def test_conv_templates_compile_to_ptx_without_a_gpu(build_for_sm90: Any) -> None:
     """A bfloat16 implicit-GEMM convolution builds for an H100 (sm_90) here, with tensor-core
     instructions in it."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     names = ["bias_relu_3x3", "channels_last_bias_silu"]
-    environment = {**os.environ, "TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run(
-        [sys.executable, "-c", _PTX_SCRIPT, __file__, str(tmp_path), *names],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert sorted(report) == sorted(names)
-    assert all(report[name] and all(report[name]) for name in names), report
+    report = build_for_sm90(__file__, names, config="_config", dtype="bfloat16")
+    for name in names:
+        built = [ptx for kernel in report[name] if kernel["template"] for ptx in kernel["ptx"]]
+        assert built, name
+        assert all(".target sm_90" in ptx and "mma" in ptx for ptx in built), name

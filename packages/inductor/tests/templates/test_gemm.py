@@ -246,57 +246,17 @@ def test_configs_fit_the_problem() -> None:
     assert large[0].block_m * large[0].block_n >= 128 * 128
 
 
-_PTX_SCRIPT = """
-import importlib.util, json, sys
-import torch
-import ember.prims as prims
-from ember.inductor.codegen.triton import TritonBackend
-from ember.inductor.pipeline import generate
-from ember.runtime import ArtifactCache
-from triton.backends.compiler import GPUTarget
-
-spec = importlib.util.spec_from_file_location("gemm_cases", sys.argv[1])
-cases = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(cases)
-backend = TritonBackend()
-cache = ArtifactCache(sys.argv[2])
-report = {}
-for name in sys.argv[3:]:
-    fn, make_inputs = cases.CASES[name]
-    inputs = make_inputs()
-    artifact = generate(prims.trace(fn, *inputs), backend, cases._config(), torch.device("cuda"))
-    kernels = backend.load(artifact["module"], cache)
-    choice = [k for k in kernels.values() if hasattr(k, "template")][0]
-    compiled = choice.template.precompile(GPUTarget("cuda", 90, 32))
-    report[name] = [c.asm["ptx"].count("mma") + c.asm["ptx"].count("wgmma") for c in compiled]
-    report[name + ":target"] = [".target sm_90" in c.asm["ptx"] for c in compiled]
-print(json.dumps(report))
-"""
-
 PTX_CASES = ("bfloat16_linear_bias_gelu", "bfloat16_bmm_broadcast_batch")
 
 
-def test_templates_compile_to_ptx_without_a_gpu(tmp_path: Path) -> None:
+def test_templates_compile_to_ptx_without_a_gpu(build_for_sm90: Any) -> None:
     """The default configuration of each template builds for an H100 (sm_90) here, with
     tensor-core instructions in it."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    environment = {**os.environ, "TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run(
-        [sys.executable, "-c", _PTX_SCRIPT, __file__, str(tmp_path), *PTX_CASES],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = build_for_sm90(__file__, PTX_CASES, config="_config")
     for name in PTX_CASES:
-        assert report[name + ":target"] and all(report[name + ":target"]), name
-        assert all(count > 0 for count in report[name]), (name, report[name])
+        built = [ptx for kernel in report[name] if kernel["template"] for ptx in kernel["ptx"]]
+        assert built, name
+        assert all(".target sm_90" in ptx and "mma" in ptx for ptx in built), name
 
 
 def test_an_operand_written_before_the_epilogue_keeps_the_product_in_place(
