@@ -46,3 +46,34 @@ def test_a_convolution_over_symbolic_image_sizes(tmp_path: Path) -> None:
     for height, width in ((9, 10), (16, 5), (7, 31)):
         x = torch.randn(2, 3, height, width)
         torch.testing.assert_close(compiled(x, w), _strided_conv(x, w), rtol=1e-5, atol=1e-5)
+
+
+def _vector_matrix(v: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    return torch.matmul(v, m)  # unsqueeze, mm, then squeeze_ in place of the product
+
+
+def _in_place_views(x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+    y.unsqueeze_(0)
+    y.t_()
+    return y + 1
+
+
+def test_in_place_view_ops_over_symbolic_sizes_keep_their_new_layout(tmp_path: Path) -> None:
+    # the product's squeeze_ changed its sizes at run time but the lowering kept (1, s2): the
+    # output copy stored every element at index 0 and returned uninitialized memory
+    # (OpInfo matmul under dynamic=True; the default policy's recompile after a size change)
+    v, m = torch.randn(10), torch.randn(10, 5)
+    compiled = compile_graph(
+        prims.trace(_vector_matrix, v, m, dynamic=True), (v, m), cache=ArtifactCache(tmp_path)
+    )
+    for n, k in ((10, 5), (12, 5), (3, 5)):  # prims.trace makes the first dims symbolic
+        v, m = torch.randn(n), torch.randn(n, k)
+        torch.testing.assert_close(compiled(v, m), _vector_matrix(v, m))
+    x = torch.randn(6)
+    compiled = compile_graph(
+        prims.trace(_in_place_views, x, dynamic=True), (x,), cache=ArtifactCache(tmp_path)
+    )
+    for n in (6, 11):
+        x = torch.randn(n)
+        torch.testing.assert_close(compiled(x), _in_place_views(x))

@@ -17,6 +17,7 @@ from typing import Any
 import sympy
 import torch
 
+from ember.inductor.errors import InductorError
 from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr, as_expr, index_var, same
 from ember.inductor.ir.program import ExternNode, LoopNode, Program, Storage, TensorArg
@@ -350,7 +351,11 @@ class LoweringContext:
             aliased = _aliased_argument(schema, position)
             if aliased is not None and isinstance(output, Value):
                 source = args[aliased] if isinstance(aliased, int) else kwargs[aliased]
-                results.append(source.realized if isinstance(source, Lazy) else source)
+                view = source.realized if isinstance(source, Lazy) else source
+                if isinstance(view, StorageView) and isinstance(output.spec, TensorSpec):
+                    symbolic = bool(self.graph.symbols)
+                    view = _viewed_in_place(target, view, output.spec, symbolic)
+                results.append(view)
                 storages.append(None)
                 continue
             outputs = output if isinstance(output, list) else [output]
@@ -422,6 +427,35 @@ class LoweringContext:
         output = self.node.outputs[position]
         assert isinstance(output, Value) and isinstance(output.spec, TensorSpec)
         return output.spec
+
+
+# In-place view ops that may move a tensor's first element or its storage: a Graph that
+# keeps them as extern calls (symbolic sizes, not decomposed) cannot know where it points.
+_MOVING_VIEWS = ("aten::as_strided_", "aten::resize_", "aten::resize_as_", "aten::set_")
+
+
+def _viewed_in_place(
+    target: str, view: StorageView, spec: TensorSpec, symbolic: bool
+) -> StorageView:
+    """The value an extern in-place op returns (its argument, aliased). An op that changes
+    its argument's sizes and strides in place (`squeeze_`, `unsqueeze_`, `t_`: ATen's
+    `inplace_view` tag) returns it with the sizes and strides its spec says, at the same
+    first element; any other returns it as it was. One that may move the first element or
+    the storage is refused in a Graph with symbolic sizes (a visible error, not wrong values)."""
+    if torch.Tag.inplace_view not in getattr(resolve_op(target), "tags", ()):
+        return view
+    if target.startswith(_MOVING_VIEWS):
+        if not symbolic:
+            return view  # a static Graph: as planned (OpInfo's resize_as_ passes)
+        raise InductorError(
+            f"{target} changes where a tensor points in place, which this Graph keeps as an "
+            "extern call (symbolic sizes): compile it with dynamic=False, or use the "
+            "out-of-place op"
+        )
+    moved = spec_layout(spec)
+    return StorageView(
+        view.storage, Layout(view.layout.dtype, moved.size, moved.stride, view.layout.offset)
+    )
 
 
 def spec_layout(spec: TensorSpec, relative: bool = False) -> Layout:
