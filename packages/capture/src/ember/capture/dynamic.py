@@ -29,7 +29,7 @@ def mark_dynamic(
     tensor: torch.Tensor,
     dim: int | Iterable[int],
     *,
-    min: int | None = None,  # noqa: A002 - torch._dynamo.mark_dynamic's names
+    min: int | None = None,  # noqa: A002 - the keywords PyTorch users already pass to mark a dim
     max: int | None = None,  # noqa: A002
 ) -> None:
     """Compile `tensor`'s `dim` (or dims) with a symbolic size in `min..max` (inclusive).
