@@ -5,7 +5,8 @@ assumed and caches the result (`reset()`, `disable()`); backends come from the r
 (`register_backend`, `list_backends`, `lookup_backend`, the `ember.backends` entry points)
 with the built-in `eager`. `mark_dynamic` / `mark_static` choose which input dims
 are compiled with symbolic sizes. What capture cannot model becomes a graph break; `explain()`
-reports the graphs and breaks of one call, each break from the `CATALOGUE`.
+reports the graphs and breaks of one call, each break from the `CATALOGUE`. `export()`
+captures one whole-program Graph with the weights as named state (an `ExportedProgram`).
 """
 
 from ember.capture.backends.eager import eager
@@ -30,6 +31,7 @@ from ember.capture.errors import (
     CaptureError,
 )
 from ember.capture.explain import ExplainResult, explain
+from ember.capture.export import Dim, ExportError, export
 from ember.capture.unsupported import Unsupported
 
 __all__ = [
@@ -43,7 +45,9 @@ __all__ = [
     "BackendRegistry",
     "BreakKind",
     "CaptureError",
+    "Dim",
     "ExplainResult",
+    "ExportError",
     "GraphBreak",
     "RecompileLimitWarning",
     "Unsupported",
@@ -52,6 +56,7 @@ __all__ = [
     "disable",
     "eager",
     "explain",
+    "export",
     "list_backends",
     "lookup_backend",
     "mark_dynamic",

@@ -22,6 +22,7 @@ from ember.prims.errors import (
     PrimsError,
     TraceError,
 )
+from ember.prims.exported import ExportedProgram, load_program
 from ember.prims.graph import (
     Graph,
     GraphInput,
@@ -50,6 +51,7 @@ __all__ = [
     "PRIMS",
     "PRIM_DECOMPOSITIONS",
     "DecompositionError",
+    "ExportedProgram",
     "Graph",
     "GraphFormatError",
     "GraphInput",
@@ -82,6 +84,7 @@ __all__ = [
     "format_graph",
     "is_prim",
     "load",
+    "load_program",
     "loads",
     "op_name",
     "parse_op_name",
