@@ -138,6 +138,33 @@ def _check(model: str, arguments: argparse.Namespace, sanitizer: str | None) -> 
     )
 
 
+def _write_summary(arguments: argparse.Namespace, results: list[Check], *, done: bool) -> None:
+    """Writes `summary.md` for the models checked so far (all of them when `done`)."""
+    lines = [
+        f"# compute-sanitizer memcheck, {arguments.size} size, {arguments.modes}, ember:"
+        f"{arguments.backend}, {DTYPE} autocast, caching allocator off",
+        "",
+    ]
+    if not done:
+        total = len(arguments.models.split(","))
+        lines += [f"(in progress: {len(results)} of {total} models)", ""]
+    lines += [
+        "| model | exit | steps run | memcheck errors | s | first report |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for result in results:
+        first = "<br>".join(line.strip() for line in result.first) or "–"
+        errors = "–" if result.errors is None else str(result.errors)
+        lines.append(
+            f"| {result.model} | {result.exit} | {result.steps} | {errors} | "
+            f"{result.seconds} | {first} |"
+        )
+    for result in results:
+        if result.exit != 0:
+            lines += ["", f"## {result.model} (exit {result.exit})", "```", result.tail, "```"]
+    (arguments.out / "summary.md").write_text("\n".join(lines) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sanitize", description=__doc__)
     parser.add_argument("--models", help="comma-separated suite models")
@@ -163,27 +190,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     arguments.out.mkdir(parents=True, exist_ok=True)
     models = arguments.models.split(",")
+    results: list[Check] = []
     with concurrent.futures.ThreadPoolExecutor(arguments.jobs) as pool:
-        results = list(pool.map(lambda m: _check(m, arguments, sanitizer), models))
-    lines = [
-        f"# compute-sanitizer memcheck, {arguments.size} size, {arguments.modes}, ember:"
-        f"{arguments.backend}, {DTYPE} autocast, caching allocator off",
-        "",
-        "| model | exit | steps run | memcheck errors | s | first report |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for result in results:
-        first = "<br>".join(line.strip() for line in result.first) or "–"
-        errors = "–" if result.errors is None else str(result.errors)
-        lines.append(
-            f"| {result.model} | {result.exit} | {result.steps} | {errors} | "
-            f"{result.seconds} | {first} |"
-        )
-    for result in results:
-        if result.exit != 0:
-            lines += ["", f"## {result.model} (exit {result.exit})", "```", result.tail, "```"]
-    (arguments.out / "summary.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        pending = [pool.submit(_check, model, arguments, sanitizer) for model in models]
+        for future in concurrent.futures.as_completed(pending):
+            results.append(future.result())
+            # rewritten after every model, so that a run killed at its deadline keeps the
+            # models that finished
+            _write_summary(arguments, results, done=len(results) == len(models))
+    print((arguments.out / "summary.md").read_text())
     clean = all(r.errors == 0 and r.exit == 0 for r in results)
     return 0 if clean or arguments.no_sanitizer else 1
 
