@@ -19,6 +19,7 @@ import functools
 import importlib
 import json
 import sys
+import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -94,14 +95,25 @@ def resolve_backend(reference: str, keywords: dict[str, Any] | None = None) -> B
 
 
 def needed_layers(reference: str | None) -> list[str]:
-    """The ember layers a backend's module needs (ember.prims at least)."""
-    layers = ["prims"]
-    if reference and reference.startswith("ember."):
-        layer = reference.split(".")[1].split(":")[0]
-        for needed in (*LAYER_NEEDS.get(layer, ()), layer):
-            if needed not in layers:
-                layers.append(needed)
-    return [f"ember.{layer}" for layer in layers]
+    """The ember layers a backend needs installed: ember.prims, the layer the backend lives in
+    or, for a backend outside ember, the layers its module imports, and what those need."""
+    direct: set[str] = set()
+    module_name = (reference or "").partition(":")[0]
+    if module_name.startswith("ember."):
+        direct.add(module_name.split(".")[1])
+    elif module_name in sys.modules:
+        for value in vars(sys.modules[module_name]).values():
+            owner = (
+                value.__name__
+                if isinstance(value, types.ModuleType)
+                else getattr(value, "__module__", None)
+            )
+            if isinstance(owner, str) and owner.startswith("ember."):
+                direct.add(owner.split(".")[1])
+    layers = {"prims"}
+    for layer in direct & set(LAYER_NEEDS):
+        layers.update((layer, *LAYER_NEEDS[layer]))
+    return [f"ember.{layer}" for layer in LAYER_NEEDS if layer in layers]
 
 
 def write_repro(
