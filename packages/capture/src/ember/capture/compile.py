@@ -25,6 +25,7 @@ from ember.capture.backends.registry import Backend, lookup_backend
 from ember.capture.bytecode.frame import decode
 from ember.capture.cache import CACHE, CacheEntry, CodeEntries, RecompileLimitWarning
 from ember.capture.codegen import dispatcher_function
+from ember.capture.distributed.wrappers import compile_wrapper, is_wrapper
 from ember.capture.dynamic import DynamicPolicy
 from ember.capture.guards.kinds import autocast_state
 from ember.capture.translate import FUNCTION_KEY, CaptureOptions, capture_call
@@ -282,6 +283,14 @@ def compile(  # noqa: A001 - mirrors torch.compile
     compiler, name = _backend(backend)
     compiler = _with_options(compiler, name, mode, options)
     if isinstance(fn_or_module, nn.Module):
+        if is_wrapper(fn_or_module):  # DDP / FSDP1: see distributed/wrappers.py
+            return compile_wrapper(
+                fn_or_module,
+                compiler,
+                lambda inner, inner_backend: _compile_module(
+                    inner, inner_backend, name, fullgraph, dynamic
+                ),
+            )
         return _compile_module(fn_or_module, compiler, name, fullgraph, dynamic)
     fn = fn_or_module
     if getattr(fn, "_ember_compiled", None) is not None:

@@ -142,7 +142,10 @@ class Reconstructor:
             and not isinstance(value.module, torch.jit.ScriptModule)  # TorchScript: run it
         ):
             forward = type(value.module).forward
-            if isinstance(forward, types.FunctionType) and not _has_hooks(value.module):
+            if _is_wrapper(value.module) or _has_hooks(value.module):
+                if self.compile_callee is not None:  # hooks run around the compiled forward
+                    return self._module_callee(value)
+            elif isinstance(forward, types.FunctionType):
                 fn, receiver = forward, value
         if not _compilable(fn) or self.compile_callee is None:
             return self.plan(value)
@@ -150,6 +153,27 @@ class Reconstructor:
         if receiver is None:
             return compiled
         return OutputPlan("call", _method, (compiled, self.plan(receiver)))
+
+    def _module_callee(self, value: ModuleVariable) -> OutputPlan:
+        """A module with hooks, or a DDP / FSDP1 wrapper, called as it is (hooks, the
+        wrapper's communication) with its own (or its wrapped module's) forward compiled."""
+        from ember.capture.distributed.wrappers import (
+            compiled_wrapper_call,
+            forward_function,
+            is_wrapper,
+            with_compiled_forward,
+            wrapped_module,
+        )
+
+        assert self.compile_callee is not None
+        module = value.module
+        wrapper = is_wrapper(module)
+        forward = forward_function(wrapped_module(module) if wrapper else module)
+        if forward is None or not _compilable(forward):
+            return self.plan(value)
+        call = compiled_wrapper_call if wrapper else with_compiled_forward
+        compiled = OutputPlan("constant", self.compile_callee(forward))
+        return OutputPlan("call", call, (compiled, self.plan(value)))
 
     def _constant(self, value: Any) -> OutputPlan:
         """A constant; a size computed from symbolic sizes (`n // 2`, `x.shape`) is computed
@@ -207,6 +231,12 @@ class Reconstructor:
             "return tensors, Python constants, or lists/tuples/dicts of them",
             self.session.location,
         )
+
+
+def _is_wrapper(module: Any) -> bool:
+    from ember.capture.distributed.wrappers import is_wrapper
+
+    return is_wrapper(module)
 
 
 def _has_hooks(module: Any) -> bool:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from ember.capture.distributed.wrappers import is_wrapper
 from ember.capture.guards.kinds import GuardKind
 from ember.capture.guards.source import AttrSource, ModuleEntrySource, Source
 from ember.capture.unsupported import Unsupported
@@ -147,6 +148,12 @@ class ModuleVariable(Variable):
         from ember.capture.variables.torch import call_traced
 
         module = self.module
+        if is_wrapper(module):
+            raise Unsupported(
+                f"calling {self.describe()}, a torch.distributed wrapper",
+                "its communication runs in plain Python and its wrapped module is compiled "
+                "on its own; nothing to change",
+            )
         _check_no_hooks(module, self.describe())
         frame.session.guard(GuardKind.TRAINING, self._child_source("training"), module.training)
         if isinstance(module, nn.Sequential) and type(module).forward is nn.Sequential.forward:
@@ -259,6 +266,9 @@ def _rebound(frame: Frame, owner: ModuleVariable) -> nn.Module:
                     source = ModuleEntrySource(base, table_name, name)
                     table[name] = wrap(frame, tensor, source).realize()
             copy.__dict__[table_name] = table
+        for name, value in module.__dict__.items():  # a tensor set as a plain attribute
+            if isinstance(value, torch.Tensor) and base is not None:  # (FSDP1's param views)
+                copy.__dict__[name] = wrap(frame, value, AttrSource(base, name)).realize()
         copy.__dict__["_modules"] = {
             name: None
             if child is None

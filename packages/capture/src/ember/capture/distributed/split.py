@@ -1,0 +1,183 @@
+"""Splitting one captured Graph into consecutive pieces, and running the pieces in order.
+
+`split_graph(graph, starts)` cuts `graph.nodes` before each index in `starts`. Each piece is
+a complete Graph of its own (flat tuple of inputs, flat tuple of outputs) that a backend
+compiles on its own; `SplitGraph` binds the original call's inputs, runs the compiled
+pieces one after another, passing the values each needs, and rebuilds the original output.
+With an autograd backend each piece is its own autograd node, so the backward of a later
+piece finishes (and its parameters' gradients are ready) before an earlier piece's starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ember.prims import Graph, GraphInput, Node, Ref, SubgraphRef, TensorSpec, Value
+from ember.prims.pytree import LEAF, TreeSpec, tree_flatten, tree_unflatten
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One piece of a split Graph: its Graph and the names of the values it reads and makes
+    (names of the original Graph, in the piece's input and output order)."""
+
+    graph: Graph
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def split_graph(graph: Graph, starts: Sequence[int]) -> list[Piece]:
+    """`graph` cut before each node index in `starts` (sorted, each in 1..len(nodes)-1)."""
+    bounds = [0, *starts, len(graph.nodes)]
+    segments = [graph.nodes[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    produced_in: dict[str, int] = {}
+    for index, segment in enumerate(segments):
+        for node in segment:
+            for value in node.output_values():
+                produced_in[value.name] = index
+    reads = [_reads(segment) for segment in segments]
+    # a value leaves its piece when a later piece reads it or the Graph returns it
+    needed_later: list[list[str]] = [[] for _ in segments]
+    for index, names in enumerate(reads):
+        for name in names:
+            home = produced_in.get(name)
+            if home is not None and home != index and name not in needed_later[home]:
+                needed_later[home].append(name)
+    for leaf in graph.output_leaves:
+        if isinstance(leaf, Ref) and leaf.name in produced_in:
+            home = produced_in[leaf.name]
+            if leaf.name not in needed_later[home]:
+                needed_later[home].append(leaf.name)
+    values = graph.values()
+    state = {gi.value.name: gi for gi in graph.state_inputs()}
+    pieces: list[Piece] = []
+    for index, segment in enumerate(segments):
+        inputs = [name for name in reads[index] if produced_in.get(name, -1) != index]
+        outputs = needed_later[index]
+        piece = _piece_graph(graph, index, len(segments), segment, inputs, outputs, values, state)
+        user = tuple(name for name in inputs if name not in state)
+        pieces.append(Piece(piece, user, tuple(outputs)))
+    return pieces
+
+
+def _piece_graph(
+    graph: Graph,
+    index: int,
+    count: int,
+    segment: list[Node],
+    inputs: list[str],
+    outputs: list[str],
+    values: dict[str, Value],
+    state: dict[str, GraphInput],
+) -> Graph:
+    graph_inputs = [state.get(name) or GraphInput(values[name]) for name in inputs]
+    user = [Ref(gi.value.name) for gi in graph_inputs if not gi.is_state]
+    targets = {gi.target or gi.value.name for gi in graph_inputs if gi.is_state}
+    return Graph(
+        inputs=graph_inputs,
+        nodes=list(segment),
+        in_spec=TreeSpec("tuple", (LEAF,) * len(user)),
+        input_leaves=list(user),
+        out_spec=TreeSpec("tuple", (LEAF,) * len(outputs)),
+        output_leaves=[Ref(name) for name in outputs],
+        symbols=dict(graph.symbols),
+        guards=list(graph.guards),
+        constants={k: v for k, v in graph.constants.items() if k in targets},
+        subgraphs=dict(graph.subgraphs),
+        name=f"{graph.name}_piece{index}",
+        meta={**graph.meta, "split": f"piece {index + 1} of {count}"},
+    )
+
+
+def _reads(segment: list[Node]) -> list[str]:
+    """The value names `segment`'s nodes read, in order of first read, without repeats."""
+    seen: dict[str, None] = {}
+    for node in segment:
+        for arg in (*node.args, *node.kwargs.values()):
+            for ref in refs(arg):
+                seen.setdefault(ref.name)
+    return list(seen)
+
+
+def refs(arg: Any) -> Iterator[Ref]:
+    if isinstance(arg, Ref):
+        yield arg
+    elif isinstance(arg, (list, tuple)):
+        for item in arg:
+            yield from refs(item)
+    elif isinstance(arg, dict):
+        for item in arg.values():
+            yield from refs(item)
+    elif isinstance(arg, SubgraphRef):
+        return
+
+
+def example_inputs(
+    graph: Graph, pieces: Sequence[Piece], examples: Sequence[Any]
+) -> list[list[Any]]:
+    """Example inputs for each piece: the call's own values where a piece reads an input of
+    the Graph, zero tensors of the recorded spec where it reads another piece's output."""
+    leaves, _ = tree_flatten(tuple(examples))
+    known: dict[str, Any] = {
+        leaf.name: value for leaf, value in zip(graph.input_leaves, leaves) if isinstance(leaf, Ref)
+    }
+    values = graph.values()
+    found: list[list[Any]] = []
+    for piece in pieces:
+        row = []
+        for name in piece.inputs:
+            if name not in known:
+                known[name] = _zeros(values[name])
+            row.append(known[name])
+        found.append(row)
+    return found
+
+
+def _zeros(value: Value) -> Any:
+    spec = value.spec
+    if not isinstance(spec, TensorSpec) or not spec.is_static():
+        raise ValueError(f"{value.name} has no static tensor spec to make an example of")
+    shape = [int(size) for size in spec.shape]
+    strides = [int(size) for size in spec.strides]
+    tensor = torch.empty_strided(shape, strides, dtype=spec.dtype, device=spec.device).zero_()
+    return tensor.requires_grad_(spec.requires_grad and tensor.is_floating_point())
+
+
+class SplitGraph:
+    """Runs the compiled pieces of a split Graph as the whole Graph would run: takes the
+    call's inputs as `ember.prims.run(graph, ...)` does and returns the Graph's output."""
+
+    def __init__(
+        self, graph: Graph, pieces: Sequence[Piece], compiled: Sequence[Callable[..., Any]]
+    ) -> None:
+        self.graph = graph
+        self.pieces = list(pieces)
+        self.compiled = list(compiled)
+        self._input_names = [
+            leaf.name if isinstance(leaf, Ref) else None for leaf in graph.input_leaves
+        ]
+        # state inputs the Graph returns as they are (its pieces bind their own)
+        self._state = {
+            gi.value.name: graph.constants[gi.target or gi.value.name]
+            for gi in graph.state_inputs()
+            if (gi.target or gi.value.name) in graph.constants
+        }
+
+    def __call__(self, *inputs: Any) -> Any:
+        leaves, _ = tree_flatten(inputs)
+        env: dict[str, Any] = {
+            name: value for name, value in zip(self._input_names, leaves) if name is not None
+        }
+        env.update(self._state)
+        for piece, compiled in zip(self.pieces, self.compiled):
+            results = compiled(*[env[name] for name in piece.inputs])
+            env.update(zip(piece.outputs, results))
+        out = [
+            env[leaf.name] if isinstance(leaf, Ref) else leaf for leaf in self.graph.output_leaves
+        ]
+        return tree_unflatten(out, self.graph.out_spec)
