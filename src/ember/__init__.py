@@ -42,3 +42,38 @@ def __getattr__(name: str) -> Any:
     if name in ("prims", "capture", "autodiff", "inductor", "runtime"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
+
+
+def load_exported(path: Any, backend: Any = None) -> Any:
+    """The program `ember.export(...).save(path)` (or `ember.aot_compile`) wrote, as a callable
+    `LoadedProgram`. `backend`: None runs an ahead-of-time package's precompiled kernels when
+    the folder holds one and interprets the Graph otherwise; "aot" insists on the package;
+    "eager" interprets; "inductor" (or any backend name or callable) compiles on first call.
+    Loading needs neither the model's code nor ember-capture."""
+    from pathlib import Path
+
+    from ember.runtime.exported import LoadedProgram
+    from ember.runtime.exported import load_exported as load_with_backend
+
+    if backend in (None, "aot") and (Path(path) / "aot" / "plan.json").is_file():
+        from ember.inductor.aot import load_package
+
+        program, compiled = load_package(path)
+        return LoadedProgram(program, compiled=compiled)
+    if backend == "aot":
+        raise FileNotFoundError(
+            f"{path} holds no ahead-of-time package (no aot/plan.json); make one with ember.aot_compile"
+        )
+    return load_with_backend(path, backend)
+
+
+def aot_compile(program: Any, path: Any, *, targets: Any = None, options: Any = None) -> Any:
+    """Save the `ember.export` result `program` at `path` with its compiled kernels (a C++
+    shared library, or cubins for each CUDA architecture in `targets`, default the current
+    GPU's) and wrapper plan, loadable by `ember.load_exported(path)` with no compiler."""
+    from ember.inductor.aot import aot_compile as compile_package
+
+    return compile_package(program, path, targets=targets, options=options)
+
+
+__all__ += ["aot_compile", "load_exported"]

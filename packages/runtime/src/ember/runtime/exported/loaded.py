@@ -32,6 +32,10 @@ class LoadedProgram:
         self.program = program
         self.graph = program.graph
         self.backend = resolve_backend(backend)
+        # what runs it: the backend's name, or "aot" for a package's precompiled callable
+        self.backend_name = (
+            "aot" if compiled is not None else getattr(self.backend, "__name__", repr(backend))
+        )
         self.state = _on_devices(program)
         self._compiled = compiled
         self._lock = threading.Lock()
@@ -61,7 +65,7 @@ class LoadedProgram:
 
     def __repr__(self) -> str:
         model = self.program.meta.get("model", "?")
-        return f"LoadedProgram({model}, {len(self.graph.nodes)} nodes, backend={getattr(self.backend, '__name__', self.backend)})"
+        return f"LoadedProgram({model}, {len(self.graph.nodes)} nodes, backend={self.backend_name})"
 
 
 def _on_devices(program: ExportedProgram) -> dict[str, torch.Tensor]:
