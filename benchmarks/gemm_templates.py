@@ -1,20 +1,30 @@
-"""GEMM templates on the GPU (issue 18): ember's Triton template vs cuBLAS vs torch.compile.
+"""GEMM templates on the GPU (issue 18): ember's Triton template vs cuBLAS vs torch.compile,
+and the model suite under max-autotune.
 
 For each bf16 shape (M, N, K) it compiles `a @ b` with ember-inductor's GEMM templates on
 (`mode="max-autotune"`'s settings, through `compile_graph`), lets the first call autotune
-the template's block configurations and choose between the template and cuBLAS, then times
-by CUDA-graph replay (20 calls a graph, median of 15 replays, so no launch overhead counts):
-the template's best configuration, the vendor path ember measured against (cuBLAS), plain
-`torch.mm`, and where time allows torch.compile `mode="max-autotune-no-cudagraphs"`. Then
-`gelu(linear(x, w, b))` with its epilogue fused into the template vs the vendor path
-(cuBLAS addmm, then the epilogue as its own kernel), `ember.compile(mode="max-autotune")`
-of a small bf16 MLP against eager (values), and channels-last 3x3 convolutions with bias and
-ReLU (the implicit-GEMM template fused vs cuDNN and the epilogue kernel).
+the template's block configurations (pointer and, on sm90, TMA and persistent variants) and
+choose between the template and cuBLAS, then times, in two interleaved rounds, the way the
+choice itself times (`ember.inductor.templates.timing.replay_time_ms`: CUDA-graph replay,
+each call after an L2 flush): the template's best configuration, the vendor path ember
+measured against (cuBLAS), plain `torch.mm` and the compiled call, and where time allows
+torch.compile `mode="max-autotune-no-cudagraphs"`. Then `gelu(linear(x, w, b))` with its
+epilogue fused into the template vs the vendor path (cuBLAS addmm, then the epilogue as its
+own kernel), `ember.compile(mode="max-autotune")` of a small bf16 MLP against eager
+(values), and channels-last 3x3 convolutions with bias and ReLU (the implicit-GEMM template
+fused vs cuDNN and the epilogue kernel).
 
-    python -m benchmarks.gemm_templates --out OUT [--budget 200] [--smoke]
+`--suite hf_gpt2,hf_resnet` then runs models of the 5-model suite (`--size gpu`, bf16
+autocast, `--modes inference[,training]`) under ember `mode="max-autotune"` and
+torch.compile `mode="max-autotune"`, each in its own process, one after the other: eager
+and compiled step time (CUDA events over back-to-back steps), the first call's time
+(compile and autotuning), ember's choices (template or cuBLAS) and the values against eager.
+
+    python -m benchmarks.gemm_templates --out OUT [--budget 200] [--smoke] [--suite MODELS]
 
 `--smoke` runs tiny float32 shapes on the CPU under TRITON_INTERPRET=1 (the script's own
-check). Writes OUT/gemm.jsonl and prints one line a measurement.
+check; with `--suite`, small models). Writes OUT/gemm.jsonl and prints one line a
+measurement.
 """
 
 from __future__ import annotations
@@ -24,6 +34,8 @@ import dataclasses
 import json
 import logging
 import statistics
+import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -45,57 +57,54 @@ TRANSFORMER = (  # (M, N, K): GPT-2 small at 4096 tokens, Llama-7B MLP at 2048 t
 TORCH_COMPILE_SHAPES = ((4096, 3072, 768), (2048, 2048, 2048), (4096, 4096, 4096))
 
 
-def graph_time_ms(fn: Callable[[], Any], calls: int = 20, replays: int = 15) -> float:
-    """Median milliseconds of one `fn()` by CUDA-graph replay (launch overhead excluded)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / calls)
-    return statistics.median(samples)
-
-
-def event_time_ms(fn: Callable[[], Any], calls: int = 20, replays: int = 10) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / calls)
-    return statistics.median(samples)
-
-
 def timed(fn: Callable[[], Any], smoke: bool) -> float:
+    """Milliseconds of one `fn()`: as ember's choice times (GPU), or wall time (--smoke)."""
     if smoke:
         started = time.perf_counter()
         fn()
         return (time.perf_counter() - started) * 1e3
-    try:
-        return graph_time_ms(fn)
-    except Exception:  # a path that cannot be captured: events (launch overhead included)
-        return event_time_ms(fn)
+    from ember.inductor.templates.timing import replay_time_ms
+
+    return replay_time_ms(fn)
+
+
+def interleaved(
+    fns: dict[str, Callable[[], Any]], smoke: bool, rounds: int = 2
+) -> dict[str, float]:
+    """Median milliseconds of each of `fns`, timed in turn `rounds` times (drift hits all)."""
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].append(timed(fn, smoke))
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+class ChoiceLog(logging.Handler):
+    """Keeps the `autotune` topic's messages: which configuration and path each choice took."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def since(self, start: int, kernel: str) -> list[str]:
+        return [m for m in self.messages[start:] if m.startswith(kernel)]
+
+
+CHOICES = ChoiceLog()
+
+
+def describe_choice(messages: list[str]) -> dict[str, Any]:
+    """The template configuration autotuning chose, and the template/vendor timings."""
+    record: dict[str, Any] = {}
+    for message in messages:
+        if "ms, vendor" in message:
+            record["choice_timing"] = message.split(": ", 1)[-1]
+        elif "->" in message:
+            record["template_config"] = message.rsplit("->", 1)[1].strip()
+    return record
 
 
 def compile_templates(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...]) -> Any:
@@ -139,6 +148,7 @@ def gemm_case(m: int, n: int, k: int, dtype: torch.dtype, device: str, smoke: bo
     a = torch.randn(m, k, device=device, dtype=dtype)
     b = torch.randn(k, n, device=device, dtype=dtype)
     record: dict[str, Any] = {"case": "gemm", "m": m, "n": n, "k": k, "dtype": str(dtype)}
+    mark = len(CHOICES.messages)
     started = time.perf_counter()
     compiled = compile_templates(lambda x, y: x @ y, (a, b))
     out = compiled(a, b)
@@ -151,18 +161,24 @@ def gemm_case(m: int, n: int, k: int, dtype: torch.dtype, device: str, smoke: bo
     (choice,) = choices_of(compiled)
     numel, args = bound_call(choice, compiled, (a, b))
     record["chosen"] = choice.chosen
-    record["template_ms"] = timed(lambda: choice.template(numel, *args), smoke)
-    record["vendor_ms"] = timed(lambda: choice.vendor(numel, *args), smoke)
-    record["cublas_ms"] = timed(lambda: torch.mm(a, b), smoke)
-    record["ember_ms"] = timed(lambda: compiled(a, b), smoke)
+    record.update(describe_choice(CHOICES.since(mark, choice.name)))
+    times = interleaved(
+        {
+            "template": lambda: choice.run_template(numel, *args),
+            "vendor": lambda: choice.vendor(numel, *args),
+            "cublas": lambda: torch.mm(a, b),
+            "ember": lambda: compiled(a, b),
+        },
+        smoke,
+    )
+    for key, ms in times.items():
+        record[f"{key}_ms"] = ms
     best = min(record["template_ms"], record["vendor_ms"])
     record["ember_best_vs_cublas"] = round(record["cublas_ms"] / best, 3)
+    record["ember_vs_cublas"] = round(record["cublas_ms"] / record["ember_ms"], 3)
     record["template_vs_cublas"] = round(record["cublas_ms"] / record["template_ms"], 3)
     for key in ("template", "cublas", "ember"):
         record[f"{key}_tflops"] = round(tflops(m, n, k, record[f"{key}_ms"]), 1)
-    if not smoke:
-        config = getattr(choice.template, "_tuned", {})
-        record["template_launches"] = len(config)
     return record
 
 
@@ -193,17 +209,33 @@ def epilogue_case(m: int, n: int, k: int, dtype: torch.dtype, device: str, smoke
     expected = fn(x, w, bias)
     (choice,) = choices_of(compiled)
     numel, args = bound_call(choice, compiled, (x, w, bias))
+    # the same product without the epilogue (addmm alone), as a template: the fused kernel's floor
+    alone = compile_templates(lambda x, w, bias: torch.addmm(bias, x, w.t()), (x, w, bias))
+    alone(x, w, bias)
+    (product,) = choices_of(alone)
+    p_numel, p_args = bound_call(product, alone, (x, w, bias))
     record: dict[str, Any] = {"case": "linear+bias+gelu", "m": m, "n": n, "k": k,
                               "fused_kernels": compiled.kernel_count, "chosen": choice.chosen}  # fmt: skip
     record["max_abs_err"] = float((out.float() - expected.float()).abs().max().item())
-    record["fused_template_ms"] = timed(lambda: choice.template(numel, *args), smoke)
-    record["unfused_cublas_plus_epilogue_ms"] = timed(lambda: choice.vendor(numel, *args), smoke)
-    record["cublas_addmm_only_ms"] = timed(lambda: torch.addmm(bias, x, w.t()), smoke)
-    record["eager_ms"] = timed(lambda: fn(x, w, bias), smoke)
-    record["ember_ms"] = timed(lambda: compiled(x, w, bias), smoke)
+    times = interleaved(
+        {
+            "fused_template_ms": lambda: choice.run_template(numel, *args),
+            "unfused_cublas_plus_epilogue_ms": lambda: choice.vendor(numel, *args),
+            "cublas_addmm_only_ms": lambda: torch.addmm(bias, x, w.t()),
+            "template_product_only_ms": lambda: product.run_template(p_numel, *p_args),
+            "eager_ms": lambda: fn(x, w, bias),
+            "ember_ms": lambda: compiled(x, w, bias),
+        },
+        smoke,
+    )
+    record.update(times)
     # the epilogue's own memory round trip: what the unfused path adds to the product
     record["epilogue_saved_ms"] = (
         record["unfused_cublas_plus_epilogue_ms"] - record["fused_template_ms"]
+    )
+    # what the fused GELU adds to the template's product (0: the epilogue is free)
+    record["fused_epilogue_cost_ms"] = (
+        record["fused_template_ms"] - record["template_product_only_ms"]
     )
     return record
 
@@ -231,9 +263,15 @@ def conv_case(
     record: dict[str, Any] = {"case": "conv3x3+bias+relu channels-last", "n": n, "c": c,
                               "hw": hw, "cout": cout, "chosen": choice.chosen}  # fmt: skip
     record["max_abs_err"] = float((out.float() - expected.float()).abs().max().item())
-    record["fused_template_ms"] = timed(lambda: choice.template(numel, *args), smoke)
-    record["unfused_cudnn_plus_epilogue_ms"] = timed(lambda: choice.vendor(numel, *args), smoke)
-    record["eager_ms"] = timed(lambda: fn(x, w, bias), smoke)
+    times = interleaved(
+        {
+            "fused_template_ms": lambda: choice.run_template(numel, *args),
+            "unfused_cudnn_plus_epilogue_ms": lambda: choice.vendor(numel, *args),
+            "eager_ms": lambda: fn(x, w, bias),
+        },
+        smoke,
+    )
+    record.update(times)
     record["template_tflops"] = round(flops / (record["fused_template_ms"] * 1e-3) / 1e12, 1)
     return record
 
@@ -259,20 +297,128 @@ def mlp_case(device: str, smoke: bool) -> dict[str, Any]:
     return {"case": f"ember.compile mode={mode} MLP", "max_abs_err": error}
 
 
+def suite_worker(model: str, mode: str, backend: str, smoke: bool) -> dict[str, Any]:
+    """One model, mode and compiler (in its own process): eager and compiled step times, the
+    first call's time (compile and autotuning), ember's choices, values against eager."""
+    import ember
+    from benchmarks.models import build_workload, spec
+    from ember.inductor.backend import inductor
+
+    device = "cpu" if smoke else "cuda"
+    workload = build_workload(spec(model), "small" if smoke else "gpu", mode)
+    module = workload.module.to(device)
+    inputs = tuple(t.to(device) for t in workload.inputs)
+    training = mode == "training"
+
+    def step(run: Callable[..., Any]) -> torch.Tensor:
+        with torch.enable_grad() if training else torch.no_grad():
+            with torch.autocast(device, dtype=torch.bfloat16):
+                out = run(*inputs)
+            if training:
+                out.backward()
+        return out.detach().float()
+
+    def step_ms(run: Callable[..., Any], steps: int = 2 if smoke else 10) -> float:
+        for _ in range(3):
+            step(run)
+        if smoke:
+            started = time.perf_counter()
+            step(run)
+            return (time.perf_counter() - started) * 1e3
+        windows = []
+        for _ in range(3):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(steps):
+                step(run)
+            end.record()
+            end.synchronize()
+            windows.append(start.elapsed_time(end) / steps)
+        return statistics.median(windows)
+
+    record: dict[str, Any] = {"case": "suite", "model": model, "mode": mode, "backend": backend}
+    expected = step(module)
+    record["eager_ms"] = step_ms(module)
+    if backend == "ember":
+        compile_mode = "max-autotune-no-cudagraphs" if smoke else "max-autotune"
+        run = ember.compile(module, backend=inductor, mode=compile_mode)
+    else:
+        run = torch.compile(module, mode="max-autotune")
+    started = time.perf_counter()
+    out = step(run)
+    if not smoke:
+        torch.cuda.synchronize()
+    record["first_call_s"] = round(time.perf_counter() - started, 1)
+    record["compiled_ms"] = step_ms(run)
+    record["speedup"] = round(record["eager_ms"] / record["compiled_ms"], 3)
+    scale = float(expected.abs().max().item()) or 1.0
+    record["max_rel_err"] = float((out - expected).abs().max().item()) / scale
+    if backend == "ember":
+        chosen = [m.rsplit("-> ", 1)[-1] for m in CHOICES.messages if "ms, vendor" in m]
+        record["templates_chosen"] = chosen.count("template")
+        record["vendor_chosen"] = chosen.count("vendor")
+    return record
+
+
+def run_suite(
+    models: list[str], modes: list[str], deadline: float, smoke: bool,
+    emit: Callable[[dict[str, Any]], None],
+) -> None:  # fmt: skip
+    """Each (model, mode, backend) in a process of its own, one at a time, until `deadline`."""
+    backends = ["ember"] if smoke else ["ember", "torch.compile"]
+    for mode in modes:
+        for model in models:
+            for backend in backends:
+                left = deadline - time.perf_counter()
+                case = {"case": "suite", "model": model, "mode": mode, "backend": backend}
+                if left < 20:
+                    emit({**case, "skipped": "time"})
+                    continue
+                command = [sys.executable, "-m", "benchmarks.gemm_templates",
+                           "--worker", f"{model}:{mode}:{backend}", *(["--smoke"] if smoke else [])]  # fmt: skip
+                try:
+                    done = subprocess.run(command, capture_output=True, text=True, timeout=left)
+                except subprocess.TimeoutExpired:
+                    emit({**case, "timeout_s": round(left, 1)})
+                    continue
+                lines = done.stdout.strip().splitlines()
+                try:
+                    emit(json.loads(lines[-1]))
+                except (IndexError, ValueError):
+                    emit({**case, "error": f"exit {done.returncode}: {done.stderr[-800:]}"})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="benchmarks/results/gemm")
     parser.add_argument("--budget", type=float, default=200.0)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--suite", default="", help="models, e.g. hf_gpt2,hf_resnet")
+    parser.add_argument("--modes", default="inference")
+    parser.add_argument("--sweep-budget", type=float, default=None,
+                        help="seconds for the GEMM cases before the suite (default: all)")  # fmt: skip
+    parser.add_argument("--worker", default="", help=argparse.SUPPRESS)  # model:mode:backend
     options = parser.parse_args()
+    from ember.prims.logs import topic_logger
+
+    autotune = topic_logger("autotune")  # every timing and choice
+    autotune.setLevel(logging.INFO)
+    autotune.addHandler(CHOICES)
+    if options.worker:
+        model, mode, backend = options.worker.split(":")
+        try:
+            record = suite_worker(model, mode, backend, options.smoke)
+        except Exception as error:
+            traceback.print_exc()
+            record = {"case": "suite", "model": model, "mode": mode, "backend": backend,
+                      "error": f"{type(error).__name__}: {error}"[:500]}  # fmt: skip
+        print(json.dumps(record), flush=True)
+        return
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    from ember.prims.logs import topic_logger
-
-    autotune = topic_logger("autotune")  # every timing and choice, to a file
-    autotune.setLevel(logging.INFO)
     autotune.addHandler(logging.FileHandler(out / "autotune.log"))
+    sweep_end = started + (options.sweep_budget or options.budget)
     if options.smoke:
         device, dtype = "cpu", torch.float32
         shapes: list[tuple[int, int, int]] = [(33, 20, 17)]
@@ -294,6 +440,9 @@ def main() -> None:
                           for k, v in record.items()}), flush=True)  # fmt: skip
 
     def attempt(name: str, fn: Callable[[], dict[str, Any]]) -> None:
+        if time.perf_counter() > sweep_end:
+            emit({"case": name, "skipped": "time"})
+            return
         try:
             emit(fn())
         except Exception as error:
@@ -304,17 +453,18 @@ def main() -> None:
         attempt(f"gemm {m}x{n}x{k}", partial(gemm_case, m, n, k, dtype, device, options.smoke))
     m, n, k = epilogues[0]
     attempt("epilogue", partial(epilogue_case, m, n, k, dtype, device, options.smoke))
-    attempt("mlp", lambda: mlp_case(device, options.smoke))
     if not options.smoke:
         for m, n, k in TORCH_COMPILE_SHAPES:
-            if time.perf_counter() - started > options.budget * 0.75:
-                emit({"case": "torch.compile max-autotune", "skipped": f"{m}x{n}x{k}: time"})
-                continue
             attempt("torch.compile", partial(torch_compile_case, m, n, k, dtype))
+    attempt("mlp", lambda: mlp_case(device, options.smoke))
     for m, n, k in epilogues[1:]:
         attempt("epilogue", partial(epilogue_case, m, n, k, dtype, device, options.smoke))
     for n, c, hw, cout in convolutions:
         attempt("conv", partial(conv_case, n, c, hw, cout, dtype, device, options.smoke))
+    if options.suite:
+        models = [m for m in options.suite.split(",") if m]
+        modes = [m for m in options.modes.split(",") if m]
+        run_suite(models, modes, started + options.budget, options.smoke, emit)
 
 
 if __name__ == "__main__":

@@ -4,18 +4,26 @@ group-M swizzle, pruned for the problem's shape.
 `gemm_configs(m, n, k, dtype)` lists candidates best-first by a static guess (`[0]` is what
 a launch without autotuning uses). Blocks never exceed the problem rounded up to a power of
 two (a 64-row problem gets no 128-row tiles), and the list is deduplicated after that clamp.
-Under `mode="max-autotune"` every candidate is compiled and timed on the real shapes, beside
-the vendor library (see `gemm_choice.py`).
+With `tma=True` (operands a descriptor can read, `tma.py`) it adds the Hopper variants: TMA
+loads, one tile per program or persistent (one program per SM walking the tiles). Under
+`mode="max-autotune"` every candidate is compiled and timed on the real shapes, beside the
+vendor library (see `gemm_choice.py`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 # Every block size divides this, so the launch grid covers each tile (see gemm_writer).
 GRID_UNIT = 256
+# Programs of a persistent configuration: the H100 SXM's SMs (another GPU gets the same
+# correct kernel, its tiles spread a little less evenly).
+PERSISTENT_PROGRAMS = 132
+# TMA variants only for results of at least this many elements: below, a tile per SM is
+# already short of a wave and the extra compiles (each ~2 s) buy nothing.
+TMA_MIN_OUTPUT = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -28,15 +36,33 @@ class GemmConfig:
     num_warps: int
     num_stages: int
     group_m: int = 8
+    tma: bool = False  # operand blocks by TMA descriptors (sm90)
+    persistent: bool = False  # one program per SM, walking the tiles
 
-    def as_json(self) -> dict[str, object]:
+    def launch(self, batch: int, m: int, n: int, numel: int) -> tuple[int, int, int]:
+        """(XBLOCK, programs, iterations): the launcher's grid is `cdiv(numel, XBLOCK)`
+        programs, each computing up to `iterations` tiles (`programs` apart)."""
+        tiles = batch * -(-m // self.block_m) * -(-n // self.block_n)
+        if not self.persistent:
+            block = self.block_m * self.block_n
+            return block, -(-numel // block), 1
+        wanted = min(PERSISTENT_PROGRAMS, tiles)
+        block = -(-numel // wanted)
+        programs = -(-numel // block)
+        return block, programs, -(-tiles // programs)
+
+    def as_json(self, batch: int, m: int, n: int, numel: int) -> dict[str, object]:
+        block, programs, iterations = self.launch(batch, m, n, numel)
         constants = {
-            "XBLOCK": self.block_m * self.block_n,  # the launcher's grid block (see gemm_writer)
+            "XBLOCK": block,  # the launcher's grid block (see gemm_writer)
             "BLOCK_M": self.block_m,
             "BLOCK_N": self.block_n,
             "BLOCK_K": self.block_k,
             "GROUP_M": self.group_m,
             "UPCAST": 0,  # see gemm_writer.CONSTEXPRS
+            "TMA": int(self.tma),
+            "PROGRAMS": programs,
+            "ITERATIONS": iterations,
         }
         return {"constants": constants, "num_warps": self.num_warps, "num_stages": self.num_stages}
 
@@ -57,6 +83,13 @@ _HALF = (
     (16, 64, 64, 4, 4),
     (16, 32, 64, 2, 5),
 )
+# TMA variants (16-bit operands on sm90): (block_m, block_n, block_k, warps, stages, persistent),
+# Triton's persistent-TMA tutorial's best H100 shapes.
+_TMA = (
+    (128, 256, 64, 8, 3, True),
+    (128, 128, 64, 8, 4, True),
+    (128, 256, 64, 8, 3, False),
+)
 # float32 operands take twice the shared memory per element: half the K block.
 _FLOAT = (
     (128, 128, 32, 8, 3),
@@ -68,26 +101,40 @@ _FLOAT = (
 )
 
 
-def gemm_configs(m: int, n: int, k: int, dtype: torch.dtype, limit: int = 8) -> list[GemmConfig]:
-    """At most `limit` candidates for an `m x n x k` product of `dtype` operands."""
+def gemm_configs(
+    m: int, n: int, k: int, dtype: torch.dtype, limit: int = 8, *, tma: bool = False
+) -> list[GemmConfig]:
+    """At most `limit` candidates for an `m x n x k` product of `dtype` operands, then with
+    `tma` the TMA variants where the product fills the GPU (`[0]` is never one: the
+    interpreter and GPUs before sm90 run the pointer kernel)."""
     table = _FLOAT if dtype == torch.float32 else _HALF
     found: list[GemmConfig] = []
     for block_m, block_n, block_k, warps, stages in table:
-        config = GemmConfig(
-            min(block_m, _ceil_pow2(m, 16)),
-            min(block_n, _ceil_pow2(n, 16)),
-            min(block_k, _ceil_pow2(k, 16)),
-            warps,
-            stages,
-        )
-        if config.block_m * config.block_n < 64 * 64:  # small tiles: fewer warps suffice
-            config = GemmConfig(config.block_m, config.block_n, config.block_k,
-                                min(warps, 4), stages)  # fmt: skip
+        config = _clamped(m, n, k, GemmConfig(block_m, block_n, block_k, warps, stages))
         if config not in found:
             found.append(config)
     # tiles that leave most SMs idle go last: prefer configs giving at least ~1 wave
     found.sort(key=lambda c: -_waves_score(m, n, c))
-    return found[:limit]
+    found = found[:limit]
+    if tma and dtype != torch.float32 and m * n >= TMA_MIN_OUTPUT:
+        for block_m, block_n, block_k, warps, stages, persistent in _TMA:
+            config = GemmConfig(block_m, block_n, block_k, warps, stages, tma=True,
+                                persistent=persistent)  # fmt: skip
+            config = _clamped(m, n, k, config)
+            if config not in found:
+                found.append(config)
+    return found
+
+
+def _clamped(m: int, n: int, k: int, config: GemmConfig) -> GemmConfig:
+    """`config` with blocks no larger than the problem (rounded up to a power of two)."""
+    block_m = min(config.block_m, _ceil_pow2(m, 16))
+    block_n = min(config.block_n, _ceil_pow2(n, 16))
+    warps = config.num_warps
+    if block_m * block_n < 64 * 64:  # small tiles: fewer warps suffice
+        warps = min(warps, 4)
+    return replace(config, block_m=block_m, block_n=block_n,
+                   block_k=min(config.block_k, _ceil_pow2(k, 16)), num_warps=warps)  # fmt: skip
 
 
 def _tiles(m: int, n: int, config: GemmConfig) -> int:

@@ -3,13 +3,17 @@
 A `GemmChoice` is what the wrapper calls for a `GemmKernel` (`choice(numel, *storages)`, the
 calling convention of a Triton kernel). On its first call on a GPU it times, on the real
 tensors (written ones cloned), the template (whose own block configurations ember-runtime
-autotunes first) and the vendor path: torch's `mm`/`addmm`/`bmm` (cuBLAS) into the result,
-then the epilogue as its own kernel. Each is timed by CUDA-graph replay (GPU time, as
-`mode="max-autotune"` runs them), three rounds interleaved; the template runs from then on
-only if it is at least 1% faster, cuBLAS otherwise. The choice is kept in
-ember-runtime's artifact cache under the module's source digest, the kernel, its sizes and
-the device name, so another process reuses it, and logged under `EMBER_LOGS=autotune`.
-Under `TRITON_INTERPRET=1` (CPU tests) the template always runs.
+autotunes first, timed the same way) and the vendor path: torch's `mm`/`addmm`/`bmm` (cuBLAS)
+into the result, then the epilogue as its own kernel. Each is timed by CUDA-graph replay
+after an L2 flush (`timing.py`, the method `benchmarks/gemm_templates.py` reports with),
+three rounds interleaved; the template runs from then on only if it is at least 1% faster,
+cuBLAS otherwise, so the vendor library is always the fallback. The choice is kept in
+ember-runtime's on-disk artifact cache under the module's source digest, the kernel, its
+sizes and the device name, so another process reuses it without timing, and logged under
+`EMBER_LOGS=autotune`. TMA configurations (`tma.py`) are dropped on GPUs before sm90; a
+template that may use them sets Triton's scratch allocator (its descriptors are built on the
+device) and takes the vendor path for a call whose operands are not 16-byte aligned. Under
+`TRITON_INTERPRET=1` (CPU tests) the template always runs.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from typing import Any
 
 import torch
 
+from ember.inductor.templates.timing import replay_time_ms
 from ember.prims.logs import topic_logger
 from ember.runtime import ArtifactCache, LaunchConfig, TritonKernel
-from ember.runtime.triton import AutotuneKey, Autotuner, cuda_bench
+from ember.runtime.triton import AutotuneKey, Autotuner
 from ember.runtime.triton.autotune import Bench
 
 TEMPLATE = LaunchConfig((("TEMPLATE", 1),))
@@ -123,6 +128,7 @@ class GemmChoice:
         autotuner: Autotuner,
         mutated: Sequence[str],
         bench: Bench | None = None,
+        tma: Sequence[str] = (),
     ) -> None:
         self.module = module
         self.name = name
@@ -130,8 +136,11 @@ class GemmChoice:
         self.vendor = vendor
         self.source_digest = source_digest
         self.autotuner = autotuner
-        self.bench: Bench = bench if bench is not None else graph_bench
+        self.bench: Bench = bench if bench is not None else replay_time_ms
         self.mutated = [template.params.index(param) for param in mutated]
+        # the operands a TMA configuration reads through descriptors (none: no such config)
+        self.tma = [template.params.index(param) for param in tma]
+        self.run_template: Callable[..., None] = self._checked_template if self.tma else template
         self.chosen: str | None = None
         self._lock = threading.Lock()
         self.launch: Callable[..., None] = self._first_call
@@ -154,7 +163,25 @@ class GemmChoice:
         if interpreting(self.template.function) or not torch.cuda.is_available():
             self.chosen = "template"
             return self.template
+        if self.tma and not self._aligned(args):  # TMA needs aligned operands to time it
+            self.chosen = "vendor"
+            return self.vendor
         return self.measure(numel, args)
+
+    def _aligned(self, args: Sequence[Any]) -> bool:
+        pointers = 0
+        for position in self.tma:
+            pointers |= args[position].data_ptr()
+        return not pointers & 15
+
+    def _checked_template(self, numel: int, *args: Any) -> None:
+        """The template of a kernel with TMA configurations: its descriptors need a scratch
+        allocator (set per call: it is a context variable) and aligned operands."""
+        if not self._aligned(args):
+            self.vendor(numel, *args)
+            return
+        _set_allocator(_scratch)
+        self.template(numel, *args)
 
     def measure(self, numel: int, args: tuple[Any, ...]) -> Callable[..., None]:
         """Time the template and the vendor path on `args` (written tensors cloned) and return
@@ -162,7 +189,7 @@ class GemmChoice:
         scratch = list(args)
         for position in self.mutated:  # benchmarks must not accumulate into live tensors
             scratch[position] = args[position].clone()
-        self.template(numel, *scratch)  # autotunes the template's configurations first
+        self.run_template(numel, *scratch)  # autotunes the template's configurations first
         device = args[self.template.pointers[0]].device
         on_gpu = device.type == "cuda"
         key = AutotuneKey(
@@ -174,7 +201,7 @@ class GemmChoice:
         chosen = self.autotuner.lookup(key, [TEMPLATE, VENDOR])
         if chosen is None:
             launches = (
-                lambda: self.template(numel, *scratch),
+                lambda: self.run_template(numel, *scratch),
                 lambda: self.vendor(numel, *scratch),
             )
             samples: tuple[list[float], list[float]] = ([], [])
@@ -195,40 +222,19 @@ class GemmChoice:
                 "template" if chosen == TEMPLATE else "vendor",
             )
         self.chosen = "template" if chosen == TEMPLATE else "vendor"
-        return self.template if chosen == TEMPLATE else self.vendor
+        return self.run_template if chosen == TEMPLATE else self.vendor
 
 
-def graph_bench(launch: Callable[[], None], *, calls: int = 10, replays: int = 7) -> float:
-    """Median milliseconds of one `launch()` replayed in a CUDA graph: the GPU time alone, as
-    `mode="max-autotune"` runs it (the vendor path's Python would otherwise count against it
-    on small products). Falls back to CUDA events where capture fails."""
-    if torch.cuda.is_current_stream_capturing():
-        return cuda_bench(launch)
-    try:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            launch()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                launch()
-    except Exception:  # e.g. an operation capture refuses
-        torch.cuda.synchronize()
-        return cuda_bench(launch)
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(replays):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / calls)
-    return statistics.median(samples)
+def _set_allocator(allocator: Any) -> None:
+    import triton
+
+    triton.set_allocator(allocator)
+
+
+def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Triton's global scratch (device-side TMA descriptors): from torch's allocator, so it
+    lives in a CUDA graph's pool while one is captured."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 def _contiguous(size: Sequence[int]) -> tuple[int, ...]:
@@ -274,15 +280,20 @@ def load_gemm(
     from ember.runtime.triton.module import source_digest
 
     template_module = load_triton_module(file, cache)
+    configs = _configs(launch["configs"])
+    if _before_sm90():
+        configs = [config for config in configs if not dict(config.constants).get("TMA")]
+    tma = tuple(launch.get("tma", ())) if any(dict(c.constants).get("TMA") for c in configs) else ()
     template = TritonKernel(
         template_module,
         name,
         signature=launch["signature"],
-        configs=_configs(launch["configs"]),
+        configs=configs,
         grid_block="XBLOCK",
         mutated=tuple(launch["mutated"]),
         autotune=autotune,
         cache=cache,
+        bench=replay_time_ms,
     )
     description = launch["gemm"]
     epilogue: TritonKernel | None = None
@@ -312,8 +323,14 @@ def load_gemm(
         source_digest=source_digest(template_module),
         autotuner=autotuner or Autotuner(cache),
         mutated=tuple(launch["mutated"]),
+        tma=tma,
     )
     return choice, [template] + ([epilogue] if epilogue is not None else [])
+
+
+def _before_sm90() -> bool:
+    """Whether the GPU here predates TMA (no GPU: keep every configuration, to build them)."""
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() < (9, 0)
 
 
 def _configs(configs: Sequence[dict[str, Any]]) -> list[LaunchConfig]:

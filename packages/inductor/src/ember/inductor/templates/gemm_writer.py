@@ -5,7 +5,10 @@ A program computes one `BLOCK_M x BLOCK_N` tile of one batch entry; tiles are or
 groups of `GROUP_M` rows (the group-M swizzle: neighbouring programs share operand blocks in
 L2). The launcher's grid is `cdiv(numel, XBLOCK)` with `XBLOCK = BLOCK_M * BLOCK_N` and
 `numel = batch * roundup(M, 256) * roundup(N, 256)`, so every configuration gets at least one
-program per tile; programs past the last tile do nothing. Sizes, strides and offsets are
+program per tile; programs past the last tile do nothing. A persistent configuration sets
+XBLOCK so that the grid is one program per SM (`PROGRAMS`) and each program walks
+`ITERATIONS` tiles `PROGRAMS` apart (the same tile body, pasted in a loop). With `TMA` the
+operand blocks come through tensor descriptors (`tma.py`; sm90) instead of pointers. Sizes, strides and offsets are
 literals. Rows and columns past the edge read row 0 (`% M`), the K tail is masked when K is
 not a multiple of `BLOCK_K` (a compile-time branch), and every store is masked. A
 convolution's K loop walks its kernel taps, then channel blocks of the input pixels each output
@@ -33,10 +36,13 @@ from ember.inductor.ir.indexing import Expr
 from ember.inductor.ir.program import Program
 from ember.inductor.templates.configs import GRID_UNIT, gemm_configs
 from ember.inductor.templates.gemm import Gemm, GemmKernel, Operand
+from ember.inductor.templates.tma import TmaOperand, descriptor_line, tma_operands
 
 # UPCAST (0 on GPUs) makes tl.dot take float32 operands: Triton 3.6's interpreter multiplies
 # bfloat16 blocks wrongly (it reads their bits as integers), so interpreted runs set it.
-CONSTEXPRS = ("XBLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "UPCAST")
+CONSTEXPRS = (
+    "XBLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "UPCAST", "TMA", "PROGRAMS", "ITERATIONS",
+)  # fmt: skip
 
 
 def _product(sizes: list[int]) -> int:
@@ -61,6 +67,10 @@ class GemmWriter(TritonKernelWriter):
         self.row_variables: set[str] = set()
         self.column_variables: set[str] = set()
         self.reduces = False  # the epilogue is pointwise over the tile
+        self.tma = tma_operands(self.gemm)
+        self.configs = gemm_configs(
+            self.gemm.m, self.gemm.n, self.gemm.k, self.gemm.dtype, tma=self.tma is not None
+        )
 
     def generate(self) -> KernelSource:
         gemm = self.gemm
@@ -74,14 +84,17 @@ class GemmWriter(TritonKernelWriter):
         signature = {
             f"p_{a.name}": POINTER_TYPES[self.program.storages[a.name].dtype] for a in arguments
         }
-        configs = gemm_configs(gemm.m, gemm.n, gemm.k, gemm.dtype)
         numel = gemm.batch * _roundup(gemm.m, GRID_UNIT) * _roundup(gemm.n, GRID_UNIT)
         launch: dict[str, object] = {
             "signature": signature,
-            "configs": [config.as_json() for config in configs],
+            "configs": [
+                config.as_json(gemm.batch, gemm.m, gemm.n, numel) for config in self.configs
+            ],
             "mutated": [f"p_{name}" for name in self.written if name in self.storages],
             "persistent": False,
             "gemm": _extern_description(gemm, self.gemm_kernel),
+            # the operands TMA configurations read through descriptors (gemm_choice checks them)
+            "tma": [f"p_{operand.storage}" for operand in self.tma or ()],
         }
         text = "\n".join([*header, *body_lines])
         epilogue = self.gemm_kernel.epilogue
@@ -127,34 +140,71 @@ class GemmWriter(TritonKernelWriter):
         self.lines = []
         self.depth = 1
         index_type = "tl.int64" if self.wide else "tl.int32"
-        self.line(f"pid = tl.program_id(0).to({index_type})")
+        self.line(f"pid0 = tl.program_id(0).to({index_type})")
         self.line(f"grid_m = ({m} + BLOCK_M - 1) // BLOCK_M")
         self.line(f"grid_n = ({n} + BLOCK_N - 1) // BLOCK_N")
         self.line("tiles = grid_m * grid_n")
-        with self.block(f"if pid < {gemm.batch} * tiles:"):
-            self.line("pid_b = pid // tiles")
-            self.line("tile = pid % tiles")
-            self.line("width = GROUP_M * grid_n")
-            self.line("first_m = (tile // width) * GROUP_M")
-            self.line("group_rows = tl.minimum(grid_m - first_m, GROUP_M)")
-            self.line("pid_m = first_m + (tile % width) % group_rows")
-            self.line("pid_n = (tile % width) // group_rows")
-            self.line("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
-            self.line("rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
-            self.line("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
-            if gemm.conv is not None:
-                self._convolution_loop()
-            else:
-                self._product_loop()
-            self._tile_index()
-            self.line(f"mmask = (rm < {m})[:, None]")
-            self.line(f"nmask = (rn < {n})[None, :]")
-            self.line("xmask = mmask & nmask")
-            self._result()
-            self._loop_variables()
-            for member in self.kernel.members[1:]:
-                self._store(member, self.value(member.body, {}))
+        if self.tma is not None:
+            with self.block("if TMA:"):
+                for operand in self.tma:
+                    self.line(descriptor_line(operand, self._use(operand.storage)))
+        in_range = f"if pid < {gemm.batch} * tiles:"
+        with self.block("if ITERATIONS == 1:"):
+            self.line("pid = pid0")
+            with self.block(in_range):
+                start = len(self.lines)
+                self._tile()
+                tile = self.lines[start:]
+        if any(config.persistent for config in self.configs):
+            with self.block("else:"):  # persistent: the same tile body, for each tile it owns
+                with self.block("for iteration in range(0, ITERATIONS):"):
+                    self.line("pid = pid0 + iteration * PROGRAMS")
+                    self.line(in_range)
+                    self.lines.extend(f"    {line}" for line in tile)
         return self.lines
+
+    def _tile(self) -> None:
+        """One tile: its place, the K loop, the result and the epilogue."""
+        gemm = self.gemm
+        self.line("pid_b = pid // tiles")
+        self.line("tile = pid % tiles")
+        self.line("width = GROUP_M * grid_n")
+        self.line("first_m = (tile // width) * GROUP_M")
+        self.line("group_rows = tl.minimum(grid_m - first_m, GROUP_M)")
+        self.line("pid_m = first_m + (tile % width) % group_rows")
+        self.line("pid_n = (tile % width) // group_rows")
+        self.line("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
+        self.line("rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+        self.line("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+        if gemm.conv is not None:
+            self._convolution_loop()
+        elif self.tma is not None:
+            with self.block("if TMA:"):
+                self._descriptor_loop(*self.tma)
+            with self.block("else:"):
+                self._product_loop()
+        else:
+            self._product_loop()
+        self._tile_index()
+        self.line(f"mmask = (rm < {gemm.m})[:, None]")
+        self.line(f"nmask = (rn < {gemm.n})[None, :]")
+        self.line("xmask = mmask & nmask")
+        self._result()
+        self._loop_variables()
+        for member in self.kernel.members[1:]:
+            self._store(member, self.value(member.body, {}))
+
+    def _descriptor_loop(self, a: TmaOperand, b: TmaOperand) -> None:
+        """The K loop by TMA: blocks at tile coordinates, zeros past the edges."""
+        self.line("tma_row = (pid_m * BLOCK_M).to(tl.int32)")
+        self.line("tma_column = (pid_n * BLOCK_N).to(tl.int32)")
+        with self.block(f"for k in range(0, {self.gemm.k}, BLOCK_K):"):
+            self.line(f"a = {a.load('tma_row', 'k')}")
+            self.line(f"b = {b.load('k', 'tma_column')}")
+            with self.block("if UPCAST:"):
+                self.line("a = a.to(tl.float32)")
+                self.line("b = b.to(tl.float32)")
+            self.line("acc += tl.dot(a, b)")
 
     def _product_loop(self) -> None:
         """The K loop of a matrix product: operand blocks by their strides."""
