@@ -122,3 +122,25 @@ def test_restride_views_a_tensor_whose_strides_differ_only_in_size_one_dims() ->
     copied = restride(moved, (8, 4, 2, 2), (16, 4, 2, 1))  # other memory order: a copy
     assert copied.stride() == (16, 4, 2, 1) and copied.data_ptr() != moved.data_ptr()
     torch.testing.assert_close(copied, moved)
+
+
+def test_an_extern_op_is_called_without_the_overloads_python_call() -> None:
+    """`ops[target]` is the overload's dispatcher entry: `OpOverload.__call__` was one Python
+    frame more per extern call (1.9 -> 1.5 us a `mm` on the CPU; a ResNet-50 inference step
+    calls 54 convolutions)."""
+    x, w = _inputs()
+    compiled = compile_graph(prims.trace(_conv_relu, x, w), (x, w))
+    assert any("ops[" in line for line in compiled.source.splitlines())  # an extern call
+    called: list[Any] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            called.append(frame.f_code)
+
+    sys.setprofile(watch)
+    try:
+        out = compiled(x, w)
+    finally:
+        sys.setprofile(None)
+    assert torch._ops.OpOverload.__call__.__code__ not in called
+    torch.testing.assert_close(out, _conv_relu(x, w))
