@@ -598,11 +598,15 @@ def _suite_step(run: Any, workload: Any, mode: str) -> Callable[[], Any]:
 def _device_profile(step: Callable[[], Any], steps: int) -> dict[str, float]:
     """GPU time and launches per step from the torch profiler's device activity: kernel time
     (kernels, memcpy and memset), launches, device-to-device memcpys, and copy kernels (any
-    kernel or memcpy whose name says copy: restrides, clones, copy-backs, foreach copies)."""
+    kernel or memcpy whose name says copy: restrides, clones, copy-backs, foreach copies);
+    and the host side of the same steps: the ATen ops and CUDA runtime calls with the most
+    self CPU time per step (which extern op, allocation or launch holds the host)."""
     from torch.profiler import ProfilerActivity, profile
 
-    activity = ProfilerActivity.CUDA if DEVICE.type == "cuda" else ProfilerActivity.CPU
-    with profile(activities=[activity]) as prof:
+    activities = [ProfilerActivity.CPU]
+    if DEVICE.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
         for _ in range(steps):
             step()
         _sync()
@@ -622,12 +626,23 @@ def _device_profile(step: Callable[[], Any], steps: int) -> dict[str, float]:
         if "copy" in name:
             copies += 1
             copy_names[event.name[:120]] += 1
+    host = sorted(
+        (
+            (average.self_cpu_time_total / steps, average.count / steps, average.key)
+            for average in prof.key_averages()
+            if average.self_cpu_time_total > 0
+        ),
+        reverse=True,
+    )
     return {
         "gpu_kernel_ms": device_us / steps / 1e3,
         "launches_per_step": launches / steps,
         "dtod_copies_per_step": dtod / steps,
         "copy_kernels_per_step": copies / steps,
         "copy_kernels": {name: count / steps for name, count in copy_names.most_common(6)},
+        "host_ops": [  # self CPU us a step (profiled: inflated), calls a step, op
+            f"{us:8.1f} us {count:6.1f}x {key[:70]}" for us, count, key in host[:10]
+        ],
     }
 
 
@@ -759,46 +774,61 @@ def run_reduce_overhead_case(
         row: dict[str, Any] = {"model": model, "mode": mode, "part": "reduce-overhead"}
         row["variant"] = name
         try:
-            if mode == "training":
-                out = _train_steps(model, size, compile_fn, 10, hold)
-                values = out.pop("grads")
-                out["loss_first_last"] = [out["losses"][0], out.pop("losses")[-1]]
-            else:
-                out = _infer_steps(model, size, compile_fn, 20, hold)
-                values = out.pop("outputs")
-        except Exception as error:  # report and go on to the next variant
-            row["error"] = f"{type(error).__name__}: {error}"[:1500]
-            emit(row)
-            continue
-        row.update(out)
-        if reference is None:
-            reference = {"values": values, "peak_mb": out["peak_mb"]}
-        else:
-            errors = [
-                ((v - r).norm() / (r.norm() + 1e-12)).item()
-                for v, r in zip(values, reference["values"])
-            ]
-            row["rel_err_vs_eager_max"] = max(errors) if errors else None
-            row["rel_err_vs_eager_median"] = statistics.median(errors) if errors else None
-            if values and len(values) == len(reference["values"]):  # all values as one vector
-                difference = sum((v - r).norm() ** 2 for v, r in zip(values, reference["values"]))
-                size = sum(r.norm() ** 2 for r in reference["values"])
-                row["rel_err_vs_eager_all"] = (difference / size).sqrt().item()
-            row["compared"] = (len(values), len(reference["values"]))
-        if name.startswith("ember"):
-            row["tree"] = _tree_stats()
+            reference = _reduce_overhead_variant(
+                row, model, size, mode, compile_fn, hold, reference
+            )
+        except (Exception, SystemExit) as error:  # a row that says why; the next variant runs
+            row["error"] = _error_text(error)
         emit(row)
-        del values
         try:
             _release()
-        except Exception as error:  # say why, and let the next variant try in this process
+        except (Exception, SystemExit) as error:  # say why, and let the next variant try
             emit({**row, "variant": f"{name} (release)", "error": _error_text(error)})
+
+
+def _reduce_overhead_variant(
+    row: dict[str, Any],
+    model: str,
+    size: str,
+    mode: str,
+    compile_fn: Any,
+    hold: Any,
+    reference: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """One variant's steps into `row`, its values against the reference's (eager's, the
+    first variant); returns the reference."""
+    if mode == "training":
+        out = _train_steps(model, size, compile_fn, 10, hold)
+        values = out.pop("grads")
+        out["loss_first_last"] = [out["losses"][0], out.pop("losses")[-1]]
+    else:
+        out = _infer_steps(model, size, compile_fn, 20, hold)
+        values = out.pop("outputs")
+    row.update(out)
+    if reference is None:
+        return {"values": values, "peak_mb": out["peak_mb"]}
+    errors = [
+        ((v - r).norm() / (r.norm() + 1e-12)).item() for v, r in zip(values, reference["values"])
+    ]
+    row["rel_err_vs_eager_max"] = max(errors) if errors else None
+    row["rel_err_vs_eager_median"] = statistics.median(errors) if errors else None
+    if values and len(values) == len(reference["values"]):  # all values as one vector
+        difference = sum((v - r).norm() ** 2 for v, r in zip(values, reference["values"]))
+        total = sum(r.norm() ** 2 for r in reference["values"])
+        row["rel_err_vs_eager_all"] = (difference / total).sqrt().item()
+    row["compared"] = (len(values), len(reference["values"]))
+    if row["variant"].startswith("ember"):
+        row["tree"] = _tree_stats()
+    return reference
 
 
 def run_worker(arguments: argparse.Namespace) -> None:
     """One case of the suite (a model, a part, a mode), its rows appended to --results."""
+    import faulthandler
+
     from benchmarks.device_lock import MeasurementLock
 
+    faulthandler.enable()  # a crash in C++ leaves its Python stack in the worker's log
     lock = MeasurementLock(Path(arguments.lock), pause_others=True, drain_s=0.2)
     lock.register()
     results = Path(arguments.results)
@@ -820,16 +850,18 @@ def run_worker(arguments: argparse.Namespace) -> None:
                 row = run_default_case(
                     arguments.model, arguments.size, arguments.mode, name, lock.hold
                 )
-            except Exception as error:
+            except (Exception, SystemExit) as error:
                 row = {"model": arguments.model, "mode": arguments.mode, "part": "default"}
                 row["variant"] = name
-                row["error"] = f"{type(error).__name__}: {error}"[:1500]
+                row["error"] = _error_text(error)
             emit(row)
             _release()
     if "reduce-overhead" in parts:
+        # torch.compile's first: at 02:58 every worker exited 1 after ember's rows, before
+        # torch's (not reproduced on the CPU); a variant's failure is a row with its traceback
         only = ",".join(
             f"{'torch.compile' if v == 'torch' else v} reduce-overhead"
-            for v in (arguments.variants.split(",") if arguments.variants else ("ember", "torch"))
+            for v in (arguments.variants.split(",") if arguments.variants else ("torch", "ember"))
         )
         run_reduce_overhead_case(
             arguments.model, arguments.size, arguments.mode, lock.hold, emit, only
@@ -955,8 +987,13 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
             a, b = ro["peak_mb"], ro_theirs["peak_mb"]
             parts.append(f"RO peak {a:.0f} vs torch {b:.0f} MB ({'yes' if a <= b else 'NO'})")
         if "reserved_peak_mb" in ro and "reserved_peak_mb" in ro_theirs:
+            # what each process holds from the device: the comparable figure (torch's trees
+            # free recorded outputs in the allocator's accounting through private checkpoint
+            # calls, so their allocated peak leaves out memory the pool keeps reserved)
             a, b = ro["reserved_peak_mb"], ro_theirs["reserved_peak_mb"]
-            parts.append(f"[reserved {a:.0f} vs {b:.0f} MB]")
+            parts.append(
+                f"RO reserved peak {a:.0f} vs torch {b:.0f} MB ({'yes' if a <= b else 'NO'})"
+            )
         if "rel_err_vs_eager_all" in ro:
             parts.append(
                 f"RO rel err {ro['rel_err_vs_eager_all']:.2e} "
@@ -1028,6 +1065,10 @@ def summarize(rows: list[dict[str, Any]]) -> str:
     for row in rows:  # which kernels copy (names with "copy"), per step
         if row.get("copy_kernels") and row["variant"] == "ember":
             lines.append(f"ember copy kernels, {row['model']} {row['mode']}: {row['copy_kernels']}")
+    for row in rows:  # the host side by ATen op / CUDA call (torch profiler, self CPU time)
+        if row.get("host_ops") and row.get("part") == "default":
+            lines += ["", f"{row['variant']} host ops, {row['model']} {row['mode']}:"]
+            lines += ["    " + text for text in row["host_ops"][:8]]
     for row in rows:
         for text in row.get("host_profile", []):
             if text is row["host_profile"][0]:
