@@ -53,7 +53,7 @@ from ember.inductor.scheduler.memory_planning import plan_memory
 from ember.inductor.templates.gemm import use_gemm_templates
 from ember.prims import Graph, Ref, TensorSpec, resolve_op
 from ember.prims.config import cache_key, load
-from ember.prims.decompositions import PRIM_DECOMPOSITIONS, decompose
+from ember.prims.decompositions import PRIM_DECOMPOSITIONS, DecompositionError, decompose
 from ember.prims.logs import topic_logger
 from ember.prims.serialize import dumps
 from ember.runtime import ArtifactCache
@@ -147,19 +147,15 @@ def generate(
 
     output_specs = _output_specs(graph)
     saved_outputs = int(graph.meta.get("saved_outputs", "0") or 0)  # a training forward's
-    if graph.symbols:
-        # TODO(issue 6): ember-prims' decompose needs static sizes; until it takes symbols,
-        # a dynamic Graph keeps its ATen ops (extern and fallback calls, no fusion)
-        perf_hints.info(
-            "graph %s has symbolic sizes: not decomposed, its ops run eagerly", graph.name
-        )
     saved_strides: dict[int, tuple[int, ...]] = {}
     if graph.symbols and input_strides:
         raise InductorError(
             f"graph {graph.name} has symbolic sizes but inputs in other strides than its spec; "
             "compile it with EMBER_INDUCTOR_LAYOUT_OPTIMIZATION=off"
         )
-    if not graph.symbols:
+    if graph.symbols:
+        graph = timed("decompose", _decompose_symbolic, graph)
+    else:
         graph = timed("decompose", decompose, graph, DECOMPOSITIONS)
         if config.pad_matmuls:
             before = graph
@@ -219,6 +215,28 @@ def generate(
         "memory": memory,
         "saved_strides": {str(k): list(v) for k, v in saved_strides.items()},
     }
+
+
+def _decompose_symbolic(graph: Graph) -> Graph:
+    """A Graph with size symbols decomposed over the same symbols, so its kernels take the
+    sizes as arguments. A decomposition that decides something about a size the Graph's
+    guards do not (a new guard: capture cannot check it before the call) leaves the Graph's
+    ATen ops as they are (extern calls), which are right at every size."""
+    try:
+        decomposed = decompose(graph, DECOMPOSITIONS)
+    except DecompositionError as error:
+        perf_hints.info("graph %s keeps its ATen ops: %s", graph.name, error)
+        return graph
+    known = {guard.expr for guard in graph.guards}
+    added = ", ".join(str(g.expr) for g in decomposed.guards if g.expr not in known)
+    if added:
+        perf_hints.info(
+            "graph %s keeps its ATen ops: decomposing it assumes %s about its sizes",
+            graph.name,
+            added,
+        )
+        return graph
+    return decomposed
 
 
 def _wants_channels_last(graph: Graph, config: InductorConfig, device: torch.device) -> bool:

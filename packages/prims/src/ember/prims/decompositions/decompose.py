@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import sympy
 import torch
 
 from ember.prims.errors import PrimsError
@@ -18,6 +19,7 @@ from ember.prims.graph import Graph, Node, Ref, Value
 from ember.prims.ops import resolve_op
 from ember.prims.primitives.recording import recording_into
 from ember.prims.specs import TensorSpec
+from ember.prims.symbolic.shape_env import ShapeEnv
 from ember.prims.tracer.recorder import Tracer
 from ember.prims.tracer.tensor import TracerTensor
 
@@ -46,7 +48,7 @@ def decompose(
 
 
 def _retrace(graph: Graph, table: Mapping[str, Callable[..., Any]]) -> Graph:
-    tracer = Tracer()
+    tracer = Tracer(_shape_env(graph))
     new = tracer.graph
     new.inputs = list(graph.inputs)
     new.in_spec, new.input_leaves = graph.in_spec, list(graph.input_leaves)
@@ -62,15 +64,29 @@ def _retrace(graph: Graph, table: Mapping[str, Callable[..., Any]]) -> Graph:
             _retrace_node(tracer, node, table, env)
     new.out_spec = graph.out_spec
     new.output_leaves = [_output_leaf(tracer, leaf, env) for leaf in graph.output_leaves]
+    if tracer.shape_env is not None:
+        # a decomposition's size decisions are guards the Graph did not have: the caller
+        # sees them (`len(new.guards) > len(graph.guards)`) and decides what holds
+        new.guards = list(tracer.shape_env.guards)
     return new
+
+
+def _shape_env(graph: Graph) -> ShapeEnv | None:
+    """The Graph's size symbols and guards rebuilt, for a re-trace over the same symbols."""
+    if not graph.symbols:
+        return None
+    try:
+        return ShapeEnv.rebuilt(graph.symbols, graph.guards)
+    except ValueError as error:
+        raise DecompositionError(f"cannot decompose {graph.name}: {error}") from error
 
 
 def _retrace_node(
     tracer: Tracer, node: Node, table: Mapping[str, Callable[..., Any]], env: dict[str, Any]
 ) -> None:
     fn = table.get(node.target) or resolve_op(node.target)
-    args = [_bind(a, env) for a in node.args]
-    kwargs = {key: _bind(a, env) for key, a in node.kwargs.items()}
+    args = [_bind(a, env, tracer) for a in node.args]
+    kwargs = {key: _bind(a, env, tracer) for key, a in node.kwargs.items()}
     start = len(tracer.graph.nodes)
     try:
         result = fn(*args, **kwargs)
@@ -88,18 +104,25 @@ def _retrace_node(
     results = (result,) if len(node.outputs) == 1 else tuple(result)
     for output, produced in zip(node.outputs, results):
         if isinstance(output, Value):
-            env[output.name] = _checked(node, output, produced)
+            env[output.name] = _checked(tracer, node, output, produced)
         elif isinstance(output, list):
             for value, item in zip(output, produced):
-                env[value.name] = _checked(node, value, item)
+                env[value.name] = _checked(tracer, node, value, item)
 
 
-def _checked(node: Node, value: Value, produced: Any) -> Any:
+def _checked(tracer: Tracer, node: Node, value: Value, produced: Any) -> Any:
     spec = value.spec
     if isinstance(spec, TensorSpec) and isinstance(produced, torch.Tensor):
-        if produced.numel() == 0 and produced.dtype == spec.dtype:
+        shape = tuple(_expr(tracer, size) for size in produced.shape)
+        if 0 in shape and produced.dtype == spec.dtype:
             return produced  # an empty placeholder output (meta kernels size some of them)
-        if produced.dtype != spec.dtype or tuple(produced.shape) != tuple(spec.shape):
+        # the rebuilt environment knows every guard from the start (s1 == s0 replaces s1
+        # even in sizes recorded before the guard was)
+        declared = [_known(tracer, size) for size in spec.shape]
+        same = len(shape) == len(declared) and all(
+            sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0 for a, b in zip(shape, declared)
+        )
+        if produced.dtype != spec.dtype or not same:
             raise DecompositionError(
                 f"the decomposition of {node.target} produced {produced.dtype}"
                 f"{list(produced.shape)} for {value.name}, expected {spec.dtype}{list(spec.shape)}"
@@ -107,13 +130,35 @@ def _checked(node: Node, value: Value, produced: Any) -> Any:
     return produced
 
 
+def _expr(tracer: Tracer, size: Any) -> Any:
+    """A size as a sympy expression or int, never deciding anything about it."""
+    if isinstance(size, torch.SymInt) and tracer.shape_env is not None:
+        return tracer.shape_env.to_sympy(size)
+    return int(size)
+
+
+def _known(tracer: Tracer, size: Any) -> Any:
+    if isinstance(size, sympy.Basic) and tracer.shape_env is not None:
+        return tracer.shape_env.replace(size)
+    return size
+
+
 def _placeholder(tracer: Tracer, value: Value) -> Any:
     spec = value.spec
     if not isinstance(spec, TensorSpec):
         raise DecompositionError(f"input {value.name}: only tensor inputs can be decomposed yet")
     if not spec.is_static():
-        # TODO(issue 7): symbolic sizes need the Graph's shape environment rebuilt here.
-        raise DecompositionError(f"input {value.name} has symbolic sizes; decompose needs static")
+        env = tracer.shape_env
+        assert env is not None  # a Graph with symbolic sizes has a rebuilt environment
+        shape = [env.to_symint(s) for s in spec.shape]
+        strides = [env.to_symint(s) for s in spec.strides]
+        symbolic = torch.empty_strided(shape, strides, dtype=spec.dtype, device="meta")
+        if spec.storage_offset != 0:
+            offset = env.to_symint(spec.storage_offset)
+            symbolic = symbolic.as_strided(shape, strides, offset)
+        return TracerTensor(
+            symbolic, device=spec.device, requires_grad=False, value_name=value.name, owner=tracer
+        )
     extent = spec.storage_offset + sum((s - 1) * st for s, st in zip(spec.shape, spec.strides)) + 1
     storage = torch.empty(max(extent, 0) if all(spec.shape) else 0, dtype=spec.dtype, device="meta")
     meta = storage.as_strided(spec.shape, spec.strides, spec.storage_offset)
@@ -122,11 +167,17 @@ def _placeholder(tracer: Tracer, value: Value) -> Any:
     )
 
 
-def _bind(arg: Any, env: dict[str, Any]) -> Any:
+def _bind(arg: Any, env: dict[str, Any], tracer: Tracer) -> Any:
     if isinstance(arg, Ref):
         return env[arg.name]
     if isinstance(arg, list):
-        return [_bind(item, env) for item in arg]
+        return [_bind(item, env, tracer) for item in arg]
+    if isinstance(arg, sympy.Basic) and tracer.shape_env is not None:
+        # a size expression argument (view sizes, a slice end) as the op takes it
+        shape_env = tracer.shape_env
+        if not isinstance(arg, sympy.Expr):
+            return shape_env.to_symbool(arg)
+        return shape_env.to_symint(arg) if arg.is_integer else shape_env.to_symfloat(arg)
     return arg
 
 

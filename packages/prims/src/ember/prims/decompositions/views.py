@@ -125,11 +125,29 @@ def _unflatten(a: torch.Tensor, dim: int, sizes: Sequence[int]) -> torch.Tensor:
 def slice_dim(a: torch.Tensor, dim: int, start: int, end: int, step: int = 1) -> torch.Tensor:
     """a[start:end:step] along dim, Python slice rules (clamped, negatives wrap)."""
     size = a.shape[dim]
-    lo, hi, _ = slice(start, end, step).indices(size)
+    if any(isinstance(v, torch.SymInt) for v in (start, end, size)):
+        lo, hi = _clamped(start, size), _clamped(end, size)
+    else:
+        lo, hi, _ = slice(start, end, step).indices(size)
     hi = max(hi, lo)
     starts, limits, strides = [0] * a.dim(), list(a.shape), [1] * a.dim()
     starts[dim], limits[dim], strides[dim] = lo, hi, step
     return prims.slice(a, starts, limits, strides if step != 1 else None)
+
+
+def _clamped(index: int, size: int) -> int:
+    """A slice bound over symbolic sizes, as `slice.indices` clamps it: each comparison is
+    decided by the size's range and guards where they settle it (`x[:n]` of a 256-row buffer
+    when n <= 256 is guarded), else guarded; a bound past any size means the end."""
+    if not isinstance(index, torch.SymInt) and index >= _END:
+        return size
+    if index < 0:
+        index = index + size
+        return index if index > 0 else 0
+    return size if index > size else index
+
+
+_END = 1 << 62  # torch's "to the end" (sys.maxsize), and anything no size reaches
 
 
 @to_prims("aten::slice.Tensor")

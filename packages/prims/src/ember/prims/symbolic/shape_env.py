@@ -9,7 +9,7 @@ Equalities it records become substitutions, so later expressions use the survivi
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -41,6 +41,31 @@ class ShapeEnv:
         self._guard_exprs: set[sympy.Basic] = set()
         self._facts: set[sympy.Basic] = set()
         self._static_cache: dict[sympy.Basic, bool | None] = {}
+
+    @classmethod
+    def rebuilt(cls, symbols: Mapping[str, SymbolInfo], guards: Sequence[ShapeGuard]) -> ShapeEnv:
+        """The environment a Graph's symbols and guards came from (same names, hints, ranges;
+        the guards learnt again, each keeping its user line), for a later pass to re-trace
+        the Graph over the same symbols. Symbols must be named s0, s1, ... with hints."""
+        env = cls()
+        for name, info in sorted(
+            symbols.items(), key=lambda item: _creation_order(symbol(item[0]))
+        ):
+            if info.hint is None:
+                raise ValueError(f"size symbol {name} has no hint (an example size)")
+            made = env.create_symbol(
+                info.hint, description=name, lower=info.lower, upper=info.upper
+            )
+            if str(made) != name:
+                raise ValueError(
+                    f"size symbols ({', '.join(symbols)}) are not named s0, s1, ... in order"
+                )
+        for guard in guards:
+            count = len(env.guards)
+            env.record_guard(guard.expr)
+            if len(env.guards) > count:
+                env.guards[-1] = guard  # keep the user line that made the assumption
+        return env
 
     # ---- symbols ----------------------------------------------------------------------------
 

@@ -50,6 +50,11 @@ template <typename T> static inline T ember_remainder(T a, T b) {
     return r;
   }
 }
+// floor division of integer sizes (a Graph's `floor((s0 - 1)/2)`): C++'s `/` truncates
+static inline int64_t ember_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
 template <typename T> static inline T ember_fmod(T a, T b) {
   if constexpr (std::is_floating_point<T>::value) return std::fmod(a, b); else return a % b;
 }

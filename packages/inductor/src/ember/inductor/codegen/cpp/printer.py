@@ -36,6 +36,20 @@ class CppIndexPrinter(StrPrinter):
         base, divisor = expr.args
         return f"(({self._print(base)}) / ({self._print(divisor)}))"
 
+    # A Graph's symbolic sizes use sympy's floor, ceiling and Mod (a convolution's output
+    # size `floor((s0 - 1)/2) + 1`): integer C++ with Python's rounding, whatever the signs.
+    def _print_floor(self, expr: sympy.floor) -> str:
+        numerator, denominator = expr.args[0].as_numer_denom()
+        return f"ember_floordiv({self._print(numerator)}, {self._print(denominator)})"
+
+    def _print_ceiling(self, expr: sympy.ceiling) -> str:
+        numerator, denominator = expr.args[0].as_numer_denom()
+        return f"(-ember_floordiv(-({self._print(numerator)}), {self._print(denominator)}))"
+
+    def _print_Mod(self, expr: sympy.Mod) -> str:
+        base, modulus = expr.args
+        return f"ember_remainder<int64_t>({self._print(base)}, {self._print(modulus)})"
+
     def _print_ModularIndexing(self, expr: ModularIndexing) -> str:
         base, divisor, modulus = expr.args
         return f"((({self._print(base)}) / ({self._print(divisor)})) % ({self._print(modulus)}))"

@@ -384,9 +384,18 @@ class TritonKernelWriter(ValueScopes):
             bound = self.index(self.rnumel)
             self.loops += 1
             self.loop = self.loops
-            with self.block(f"for roffset in range(0, {bound}, RBLOCK):"):
+            if not self.rnumel.free_symbols:
+                with self.block(f"for roffset in range(0, {bound}, RBLOCK):"):
+                    self._r_variables("roffset + rbase")
+                    yield
+                return
+            # a size argument as the bound: Triton 3.6's interpreter cannot `range` to one
+            # (under numpy 2 it refuses int() of a scalar argument's one-element array)
+            self.line(f"roffset = tl.full([], 0, {self._index_type()})")
+            with self.block(f"while roffset < {bound}:"):
                 self._r_variables("roffset + rbase")
                 yield
+                self.line("roffset += RBLOCK")
         finally:
             self.context.reduction = False
             self.loop = None
