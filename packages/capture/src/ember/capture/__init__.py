@@ -23,8 +23,10 @@ from ember.capture.backends.registry import (
 from ember.capture.breaks import CATALOGUE, BreakKind, GraphBreak
 from ember.capture.cache import RecompileLimitWarning
 from ember.capture.compile import compile, disable, reset
+from ember.capture.config import CaptureConfig
 from ember.capture.dynamic import mark_dynamic, mark_static
 from ember.capture.errors import (
+    AccuracyError,
     BackendLoadError,
     BackendNotFound,
     BackendRegistrationError,
@@ -32,23 +34,27 @@ from ember.capture.errors import (
 )
 from ember.capture.explain import ExplainResult, explain
 from ember.capture.export import Dim, ExportError, export
+from ember.capture.perf_warning import PerformanceWarning
 from ember.capture.unsupported import Unsupported
 
 __all__ = [
     "CATALOGUE",
     "ENTRY_POINT_GROUP",
     "KNOWN_BACKENDS",
+    "AccuracyError",
     "Backend",
     "BackendLoadError",
     "BackendNotFound",
     "BackendRegistrationError",
     "BackendRegistry",
     "BreakKind",
+    "CaptureConfig",
     "CaptureError",
     "Dim",
     "ExplainResult",
     "ExportError",
     "GraphBreak",
+    "PerformanceWarning",
     "RecompileLimitWarning",
     "Unsupported",
     "compile",

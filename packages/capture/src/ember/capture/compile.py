@@ -24,6 +24,7 @@ from ember.capture import explain, logs
 from ember.capture.backends.registry import Backend, lookup_backend
 from ember.capture.bytecode.frame import decode
 from ember.capture.cache import CACHE, CacheEntry, CodeEntries, RecompileLimitWarning
+from ember.capture.checked import Frame, compile_checked
 from ember.capture.codegen import dispatcher_function
 from ember.capture.distributed.wrappers import compile_wrapper, is_wrapper
 from ember.capture.dynamic import DynamicPolicy
@@ -151,9 +152,13 @@ class CompiledFunction:
                 self._where(),
             )
             return known
-        compiled = self.backend(graph, example_inputs)
+        frame = Frame(f"{self.fn.__qualname__} ({self._where()})", self._break_count)
+        compiled = compile_checked(self.backend, graph, example_inputs, frame)
         self.table.compiled.append((graph, state, compiled))
         return compiled
+
+    def _break_count(self) -> int:
+        return sum(len(entry.breaks) for entry in self.table.entries)
 
     def compile_related(self, fn: types.FunctionType, compiling: bool) -> Any:
         """A resume function or a callee, compiled with this function's backend."""

@@ -33,3 +33,15 @@ class BackendLoadError(CaptureError):
 
 class BackendRegistrationError(CaptureError):
     """A backend registration conflicts with another or is malformed."""
+
+
+class AccuracyError(CaptureError):
+    """A backend's result differs from eager on a compiled graph (EMBER_ACCURACY_CHECK=1).
+
+    The message names the graph's user lines, how the outputs differ and, under EMBER_REPRO,
+    the repro directory; `repro` is that directory or None.
+    """
+
+    def __init__(self, message: str, *, repro: str | None = None) -> None:
+        super().__init__(message)
+        self.repro = repro
