@@ -61,6 +61,7 @@ from ember.runtime import ArtifactCache
 logger = logging.getLogger("ember.inductor")
 output_code = topic_logger("output_code")
 perf_hints = topic_logger("perf_hints")
+graphs_log = topic_logger("graphs")
 
 # What the C++ pipeline decomposes: everything the prims tables cover but the extern ops.
 DECOMPOSITIONS = {k: v for k, v in PRIM_DECOMPOSITIONS.items() if k not in EXTERN_OPS}
@@ -85,6 +86,10 @@ def compile_graph(
     cache = cache or ArtifactCache()
     key = _graph_key(graph, config, backend, input_strides) if config.cache else None
     artifact = _cached(cache, key)
+    if artifact is not None and graphs_log.isEnabledFor(logging.INFO):
+        graphs_log.info(
+            "inductor %s: code from the artifact cache", graph.name, extra={"ember_cache_hit": True}
+        )
     if artifact is None:
         artifact = generate(graph, backend, config, device, input_strides)
         if key is not None:
@@ -207,6 +212,14 @@ def generate(
         "in_place": plan.in_place,
         "planned_peak_bytes": plan.planned_peak_bytes,
     }
+    if graphs_log.isEnabledFor(logging.INFO):  # the stage the compile report shows
+        graphs_log.info(
+            "inductor %s after its graph passes:\n%s\nscheduled:\n%s",
+            graph.name,
+            graph,
+            "\n".join(_describe(item) for item in scheduled),
+            extra={"ember_pass_ms": dict(timings), "ember_memory": memory},
+        )
     return {
         "wrapper": wrapper,
         "module": module,
@@ -237,6 +250,16 @@ def _decompose_symbolic(graph: Graph) -> Graph:
         )
         return graph
     return decomposed
+
+
+def _describe(item: ScheduledNode) -> str:
+    """One scheduled item for the `graphs` log: a kernel and what it fuses, or an extern call."""
+    if isinstance(item, Kernel):
+        return (
+            f"kernel {item.name}: {len(item.members)} loop node(s) from {', '.join(item.origins())}"
+        )
+    fallback = " (fallback)" if item.is_fallback else ""
+    return f"extern {item.target}{fallback} from {', '.join(item.origins)}"
 
 
 def _wants_channels_last(graph: Graph, config: InductorConfig, device: torch.device) -> bool:
