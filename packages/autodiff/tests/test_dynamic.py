@@ -58,3 +58,29 @@ def test_module_with_a_dynamic_batch() -> None:
         reference(x).square().sum().backward()
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         torch.testing.assert_close(p.grad, q.grad, msg=name)
+
+
+def _normed(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.layer_norm(x @ w, (5,)).tanh()
+
+
+def test_a_symbolic_joint_is_decomposed_over_its_symbols() -> None:
+    # it kept its ATen ops (prims' decompose took static sizes only), so the compiler ran a
+    # training graph with a symbolic length op by op
+    from ember.prims.decompositions import PRIM_DECOMPOSITIONS
+
+    graph = trace(_normed, torch.randn(4, 3), torch.randn(3, 5), dynamic=True)
+    joint = trace_joint(graph, [True, True], PRIM_DECOMPOSITIONS)
+    assert joint.graph.symbols.keys() == graph.symbols.keys()
+    left = {n.target for n in joint.graph.nodes if n.target in PRIM_DECOMPOSITIONS}
+    assert not left, left
+    assert all(n.target.startswith("prims::") for n in joint.graph.nodes)
+    compiled = aot_eager(graph, [torch.randn(4, 3), torch.randn(3, 5)])
+    for rows in (4, 11):
+        x = torch.randn(rows, 3)
+        w_compiled, w_eager = (torch.randn(3, 5).requires_grad_() for _ in range(2))
+        with torch.no_grad():
+            w_eager.copy_(w_compiled)
+        compiled(x, w_compiled).sum().backward()
+        _normed(x, w_eager).sum().backward()
+        torch.testing.assert_close(w_compiled.grad, w_eager.grad, rtol=1e-4, atol=1e-5)

@@ -102,15 +102,27 @@ def trace_joint(
     if any(writes(node) for node in joint.nodes):
         joint = _purified(joint)
     eliminate_dead_code(joint)
-    # TODO(issue 19): prims' decompose takes static sizes only (its placeholders); a joint
-    # Graph with size symbols keeps its ATen ops, as inductor keeps a symbolic forward's
-    if decompositions and not joint.symbols:
-        from ember.prims.decompositions import decompose
-
-        joint = eliminate_dead_code(decompose(joint, decompositions))
+    if decompositions:
+        joint = eliminate_dead_code(_decomposed(joint, decompositions))
     joint.meta = {"pass": "joint", "time_ms": f"{(time.perf_counter() - started) * 1e3:.1f}"}
     flags = tuple(p.requires_grad for p in primals)
     return JointGraph(joint, signature, flags, differentiable)
+
+
+def _decomposed(joint: Graph, decompositions: Mapping[str, Callable[..., Any]]) -> Graph:
+    """`joint` decomposed. With size symbols, a decomposition that fails or decides something
+    about a size the Graph's guards do not (nobody would check it before a call) leaves the
+    ATen ops for the compiler to take."""
+    from ember.prims.decompositions import DecompositionError, decompose
+
+    if not joint.symbols:
+        return decompose(joint, decompositions)
+    try:
+        decomposed = decompose(joint, decompositions)
+    except DecompositionError:
+        return joint
+    known = {guard.expr for guard in joint.guards}
+    return joint if any(g.expr not in known for g in decomposed.guards) else decomposed
 
 
 def _purified(joint: Graph) -> Graph:

@@ -78,32 +78,13 @@ def tracer_for(graph: Graph) -> Tracer:
     symbols (same names, hints and ranges) and guards when it has any."""
     if not graph.symbols:
         return Tracer()
-    shape_env = ShapeEnv()
-    for name, info in sorted(graph.symbols.items(), key=lambda item: _symbol_order(item[0])):
-        if info.hint is None:
-            raise FunctionalizationError(
-                f"size symbol {name} of {graph.name} has no hint; ember-autodiff needs an "
-                "example size for every symbol"
-            )
-        made = shape_env.create_symbol(
-            info.hint, description=name, lower=info.lower, upper=info.upper
-        )
-        if str(made) != name:
-            raise FunctionalizationError(
-                f"the size symbols of {graph.name} ({', '.join(graph.symbols)}) are not named "
-                "s0, s1, ... in order; ember-autodiff cannot rebuild them"
-            )
-    for guard in graph.guards:
-        count = len(shape_env.guards)
-        shape_env.record_guard(guard.expr)
-        if len(shape_env.guards) > count:
-            shape_env.guards[-1] = guard  # keep the user line that made the assumption
+    try:
+        shape_env = ShapeEnv.rebuilt(graph.symbols, graph.guards)
+    except ValueError as error:
+        raise FunctionalizationError(
+            f"ember-autodiff cannot rebuild the size symbols of {graph.name}: {error}"
+        ) from error
     return Tracer(shape_env)
-
-
-def _symbol_order(name: str) -> tuple[int, str]:
-    digits = name[1:]
-    return (int(digits), name) if digits.isdigit() else (1 << 30, name)
 
 
 def placeholder(
