@@ -247,8 +247,9 @@ print(json.dumps(report))
 
 
 def test_tma_configurations_build_for_sm90(tmp_path: Path) -> None:
-    """The persistent TMA configuration of a linear layer with bias and GELU builds for an
-    H100 here: its operand blocks come by TMA (`cp.async.bulk.tensor`) into wgmma."""
+    """The 128x128 TMA configurations (a tile a program, and persistent) of a linear layer
+    with bias and GELU build for an H100 here: operand blocks come by TMA
+    (`cp.async.bulk.tensor`) into wgmma."""
     environment = {**os.environ, "TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run(
         [sys.executable, "-c", _BUILD, str(tmp_path)],
@@ -259,7 +260,8 @@ def test_tma_configurations_build_for_sm90(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-4000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report and all(entry["iterations"] == 2 for entry in report)  # 256 tiles, 132 SMs
+    # 128x128 tiles: one a program, and persistent (256 tiles over 132 programs: two each)
+    assert sorted(entry["iterations"] for entry in report) == [1, 2]
     for entry in report:
         ptx = entry["ptx"]
         assert ".target sm_90" in ptx

@@ -84,11 +84,13 @@ _HALF = (
     (16, 32, 64, 2, 5),
 )
 # TMA variants (16-bit operands on sm90): (block_m, block_n, block_k, warps, stages, persistent),
-# Triton's persistent-TMA tutorial's best H100 shapes.
+# Triton's persistent-TMA tutorial's best H100 shapes, and a 96 KiB one of which two programs
+# fit an SM (one's epilogue runs while the other's K loop does).
 _TMA = (
     (128, 256, 64, 8, 3, True),
     (128, 128, 64, 8, 4, True),
     (128, 256, 64, 8, 3, False),
+    (128, 128, 64, 4, 3, False),
 )
 # float32 operands take twice the shared memory per element: half the K block.
 _FLOAT = (
