@@ -52,6 +52,16 @@ def _product(sizes: list[int]) -> int:
     return result
 
 
+def _unique(configs: list[dict[str, object]]) -> list[dict[str, object]]:
+    """`configs` without repeats (a persistent configuration with no more tiles than SMs
+    launches as the same kernel as its one-tile-a-program twin)."""
+    unique: list[dict[str, object]] = []
+    for config in configs:
+        if config not in unique:
+            unique.append(config)
+    return unique
+
+
 def _roundup(value: int, unit: int) -> int:
     return -(-value // unit) * unit
 
@@ -87,9 +97,9 @@ class GemmWriter(TritonKernelWriter):
         numel = gemm.batch * _roundup(gemm.m, GRID_UNIT) * _roundup(gemm.n, GRID_UNIT)
         launch: dict[str, object] = {
             "signature": signature,
-            "configs": [
-                config.as_json(gemm.batch, gemm.m, gemm.n, numel) for config in self.configs
-            ],
+            "configs": _unique(
+                [config.as_json(gemm.batch, gemm.m, gemm.n, numel) for config in self.configs]
+            ),
             "mutated": [f"p_{name}" for name in self.written if name in self.storages],
             "persistent": False,
             "gemm": _extern_description(gemm, self.gemm_kernel),
