@@ -1,0 +1,107 @@
+"""Ahead-of-time packages on the CPU: `aot_compile` writes the wrapper plan and one shared
+library; a fresh process with `import triton` blocked and no C++ compiler on PATH loads and
+runs it equal to eager; a package for another torch, machine or with a damaged library is
+refused with an error saying what to do."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from ember.inductor.aot import AotPackageError, aot_compile, has_package, load_package
+from ember.prims import ExportedProgram, GraphInput, InputKind, TreeSpec, trace
+from ember.prims.serialize.safetensors import dumps_tensors
+
+
+def _program() -> ExportedProgram:
+    torch.manual_seed(0)
+    weight = torch.randn(8, 16)
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x @ w.t()).softmax(-1) * 3 + x.sum()
+
+    traced = trace(fn, torch.randn(4, 16), weight)
+    graph = dataclasses.replace(
+        traced,
+        inputs=[traced.inputs[0], GraphInput(traced.inputs[1].value, InputKind.PARAMETER, "w")],
+        in_spec=TreeSpec("tuple", (TreeSpec("tuple", (TreeSpec("leaf"),)), TreeSpec("dict"))),
+        input_leaves=[traced.input_leaves[0]],
+    )
+    return ExportedProgram(graph, {"w": weight})
+
+
+LOADER = textwrap.dedent(
+    """
+    import importlib.abc, os, sys
+    class NoTriton(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "triton":
+                raise ImportError("triton is unavailable here")
+    sys.meta_path.insert(0, NoTriton())
+    import torch
+    from ember.inductor.aot import load_package
+    from ember.prims.serialize.safetensors import loads_tensors
+    folder = sys.argv[1]
+    data, _ = loads_tensors(open(os.path.join(folder, "io.safetensors"), "rb").read())
+    program, compiled = load_package(folder)
+    flat = program.flat_arguments((data["x"],), {}, program.state)
+    (got,) = compiled(*flat)
+    torch.testing.assert_close(got, data["expected"])
+    assert not any(m.split(".")[0] == "triton" for m in sys.modules)
+    print("AOT-OK", compiled.kernel_count)
+    """
+)
+
+
+def test_cpu_package_runs_without_triton_or_a_compiler(tmp_path: Path) -> None:
+    program = _program()
+    folder = aot_compile(program, tmp_path / "pkg")
+    assert has_package(folder)
+    x = torch.randn(4, 16)
+    expected = (torch.nn.functional.gelu(x @ program.state["w"].t()).softmax(-1) * 3) + x.sum()
+    (folder / "io.safetensors").write_bytes(dumps_tensors({"x": x, "expected": expected}))
+    environment = {**os.environ, "PATH": str(tmp_path / "nothing"), "CXX": "/nonexistent/g++"}
+    result = subprocess.run(
+        [sys.executable, "-c", LOADER, str(folder)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    kernels = int(result.stdout.split("AOT-OK")[1].split()[0])
+    assert kernels > 0  # the package's own C++ kernels ran, not only extern ops
+
+
+def _edit_plan(folder: Path, **changes: object) -> None:
+    path = folder / "aot" / "plan.json"
+    plan = json.loads(path.read_text())
+    plan.update(changes)
+    path.write_text(json.dumps(plan))
+
+
+def test_packages_from_another_torch_or_machine_are_refused(tmp_path: Path) -> None:
+    folder = aot_compile(_program(), tmp_path / "pkg")
+    plan = json.loads((folder / "aot" / "plan.json").read_text())
+    _edit_plan(folder, versions={**plan["versions"], "torch": "1.0.0"})
+    with pytest.raises(AotPackageError, match=r"built with torch 1\.0\.0"):
+        load_package(folder)
+    _edit_plan(folder, versions=plan["versions"], machine="sparc64")
+    with pytest.raises(AotPackageError, match="built on sparc64"):
+        load_package(folder)
+
+
+def test_damaged_library_is_refused(tmp_path: Path) -> None:
+    folder = aot_compile(_program(), tmp_path / "pkg")
+    library = next((folder / "aot").glob("*.so"))
+    library.write_bytes(library.read_bytes()[:-16])
+    with pytest.raises(AotPackageError, match="damaged"):
+        load_package(folder)
