@@ -1,8 +1,9 @@
 """DDP's gradient buckets, and where they cut a captured Graph.
 
-DistributedDataParallel all-reduces gradients bucket by bucket: its parameters, in
-registration order, are grouped by `torch.distributed`'s own assignment under the size
-limits DDP derives from `bucket_cap_mb` (a small first bucket by default), and the reducer
+DistributedDataParallel all-reduces gradients bucket by bucket: its parameters, in the
+order their gradients become ready (about reverse registration order), are grouped by
+`torch.distributed`'s own assignment under the size limits DDP derives from `bucket_cap_mb`
+(a small first bucket, for the last layers, by default), and the reducer
 starts a bucket's all-reduce as soon as all its gradients are ready. One compiled graph
 would make every gradient ready at once, at the end of its backward; cutting the Graph
 where the next bucket's parameters are first read gives each bucket a piece of its own,
@@ -25,8 +26,8 @@ from ember.prims.pytree import tree_flatten
 
 
 def ddp_parameters(ddp: nn.Module) -> list[nn.Parameter]:
-    """The parameters DDP's reducer manages, in the order it buckets them: registration
-    order, each once, those requiring grad and not in `parameters_to_ignore`."""
+    """The parameters DDP's reducer manages, in registration order: each once, those
+    requiring grad and not in `parameters_to_ignore`."""
     ignored = set(getattr(ddp, "parameters_to_ignore", ()) or ())
     inner: nn.Module = ddp.module  # type: ignore[assignment]
     found: list[nn.Parameter] = []
@@ -61,18 +62,24 @@ def bucket_size_limits(ddp: nn.Module) -> list[int]:
 
 
 def bucket_of(ddp: nn.Module) -> dict[int, int]:
-    """id(parameter) -> DDP's bucket index for it (0 holds the first registered ones, whose
-    gradients are ready last)."""
+    """id(parameter) -> the index of its DDP bucket, counted in forward order (0 holds the
+    first registered parameters, whose gradients are ready last).
+
+    DDP rebuilds its buckets after the first backward over its parameters in the order
+    their gradients became ready, roughly reverse registration order, so the first limit
+    (DDP's small first bucket) goes to the last layers and the leftover bucket to the first
+    ones. This assigns reverse registration order with DDP's own function and limits."""
     import torch.distributed as dist
 
-    parameters = ddp_parameters(ddp)
+    parameters = ddp_parameters(ddp)[::-1]
     if not parameters:
         return {}
     assigned, _ = dist._compute_bucket_assignment_by_size(
         list[torch.Tensor](parameters), bucket_size_limits(ddp), [False] * len(parameters)
     )
+    last = len(assigned) - 1
     return {
-        id(parameters[index]): bucket
+        id(parameters[index]): last - bucket
         for bucket, indices in enumerate(assigned)
         for index in indices
     }
