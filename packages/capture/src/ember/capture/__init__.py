@@ -35,6 +35,7 @@ from ember.capture.errors import (
 from ember.capture.explain import ExplainResult, explain
 from ember.capture.export import Dim, ExportError, export
 from ember.capture.perf_warning import PerformanceWarning
+from ember.capture.report import CompileReport, compile_report
 from ember.capture.unsupported import Unsupported
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "BreakKind",
     "CaptureConfig",
     "CaptureError",
+    "CompileReport",
     "Dim",
     "ExplainResult",
     "ExportError",
@@ -58,6 +60,7 @@ __all__ = [
     "RecompileLimitWarning",
     "Unsupported",
     "compile",
+    "compile_report",
     "default_registry",
     "disable",
     "eager",

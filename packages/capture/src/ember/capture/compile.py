@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import time
 import types
 import warnings
 import weakref
@@ -20,18 +21,20 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from ember.capture import explain, logs
+from ember.capture import explain, logs, report
 from ember.capture.backends.registry import Backend, lookup_backend
 from ember.capture.bytecode.frame import decode
 from ember.capture.cache import CACHE, CacheEntry, CodeEntries, RecompileLimitWarning
 from ember.capture.checked import Frame, compile_checked
 from ember.capture.codegen import dispatcher_function
+from ember.capture.config import CaptureConfig
 from ember.capture.distributed.wrappers import compile_wrapper, is_wrapper
 from ember.capture.dynamic import DynamicPolicy
 from ember.capture.guards.kinds import autocast_state
 from ember.capture.translate import FUNCTION_KEY, CaptureOptions, capture_call
 from ember.capture.variables.functions import DISABLED_CODES
 from ember.prims import Graph
+from ember.prims.config import load
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -103,6 +106,8 @@ class CompiledFunction:
     def _capture(self, arguments: dict[str, Any]) -> CacheEntry | None:
         """A new entry for `arguments`, or None past the cache-size limit."""
         table = self.table
+        started = time.perf_counter()
+        reason: str | None = None
         if table.entries:
             if len(table.entries) >= CACHE.limit:
                 return None
@@ -116,6 +121,7 @@ class CompiledFunction:
         self.captures += 1
         table.entries.append(entry)
         explain.record(entry)
+        report.record_capture(self.fn, entry, reason, started)
         return entry
 
     def _learn_dynamic_dims(self, arguments: dict[str, Any]) -> str:
@@ -285,6 +291,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
             options=options,
         )
     logs.configure_once()
+    report.start_from_environment(load(CaptureConfig).report)
     compiler, name = _backend(backend)
     compiler = _with_options(compiler, name, mode, options)
     if isinstance(fn_or_module, nn.Module):

@@ -208,7 +208,7 @@ def _capture(
     check = build_check(session.guards, [] if session.prologue else sources)
     if logs.guards.isEnabledFor(logging.INFO):
         logs.guards.info(
-            "guards of %s:\n%s", fn.__qualname__, "\n".join(map(_guard_line, session.guards))
+            "guards of %s:\n%s", fn.__qualname__, "\n".join(map(guard_line, session.guards))
         )
     for graph_break in breaks:
         _log_break(fn, graph_break)
@@ -231,7 +231,7 @@ def _capture(
     return CacheEntry(check, entry, graph, breaks, shapes)
 
 
-def _guard_line(guard: Guard) -> str:
+def guard_line(guard: Guard) -> str:
     """One guard for the `guards` log: its kind, and what it checks in the user's terms."""
     subject = guard.source.name() if guard.source else ""
     if guard.kind is GuardKind.SIZE_RANGE:
