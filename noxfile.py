@@ -43,6 +43,8 @@ ISOLATED_LAYERS = ("prims", "capture")
 # The vendor example: a backend built on ember-prims and ember-capture alone.
 VENDOR_EXAMPLE = ROOT / "examples" / "numpy_backend"
 ABSENT_IN_ISOLATION = ("ember.autodiff", "ember.inductor", "ember.runtime")
+# Browsers the compile report test renders with (integration-tests/test_compile_report.py).
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
 
 MYPY_PATHS = (
     *(f"packages/{layer}/src" for layer in LAYERS),
@@ -79,11 +81,31 @@ def _install_editable(session: nox.Session, *extra: str, umbrella: bool = True) 
     session.install(TORCH, *editables, *(["-e", "."] if umbrella else []), *extra)
 
 
+def _ensure_chromium(session: nox.Session) -> None:
+    """The compile report's test renders its page in headless Chromium: install Debian's
+    `chromium` package when no browser is on PATH (about 30 s as root with apt-get; without
+    root the test skips locally and fails under CI)."""
+    if any(shutil.which(name) for name in BROWSERS):
+        return
+    apt = shutil.which("apt-get")
+    if apt is None or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        session.warn("no Chromium and no root apt-get: the compile report test cannot render")
+        return
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    install = (apt, "install", "-y", "-qq", "--no-install-recommends", "chromium")
+    try:
+        session.run(*install, external=True, env=env, silent=True)
+    except nox.command.CommandFailed:  # stale or missing package lists
+        session.run(apt, "update", "-qq", external=True, env=env, silent=True)
+        session.run(*install, external=True, env=env, silent=True)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every package's tests, integration-tests/ and the benchmark runner's tests, against
     editable installs."""
     _install_editable(session, *TEST_DEPS, *_test_backend())
+    _ensure_chromium(session)
     session.run(
         "pytest", "-n", "2", *_test_dirs(), "integration-tests", "benchmarks/tests",
         *session.posargs,
