@@ -14,10 +14,12 @@ from typing import Any
 
 import torch
 
+from ember.autodiff import partition_cache
 from ember.autodiff.errors import AutodiffError
 from ember.autodiff.functionalize import FunctionalGraph, functionalize
 from ember.autodiff.joint import trace_joint
 from ember.autodiff.partition import PARTITIONERS, partition
+from ember.autodiff.partition_cache import PartitionStore
 from ember.autodiff.runtime import CompiledFunction, TrainingStep
 from ember.prims import (
     Graph,
@@ -47,6 +49,7 @@ def aot(
     bw_compiler: Compiler,
     decompositions: Mapping[str, Callable[..., Any]] | None = None,
     partitioner: str = "min_cut",
+    store: PartitionStore | None = None,
 ) -> Callable[..., Any]:
     """Compile `graph` for training: a callable with the calling convention of a backend's
     result (`compiled(*inputs)`, inputs as `ember.prims.run(graph, ...)` takes them).
@@ -58,13 +61,17 @@ def aot(
     are the Graph's non-constant inputs in order (user inputs, then parameters and buffers).
     `decompositions` (an ember-prims table) is applied to the joint Graph before partitioning;
     `partitioner` is "min_cut" (recompute cheap ops) or "naive" (save what backward reads).
+    `store` keeps partitions across processes (partition_cache.py): a warm start skips the
+    joint trace and the partition.
     """
     if partitioner not in PARTITIONERS:
         raise AutodiffError(
             f"unknown partitioner {partitioner!r}; choose one of {', '.join(PARTITIONERS)}"
         )
     with autocast_disabled():  # the Graph holds autocast's casts: tracing must not add more
-        return _aot(graph, example_inputs, fw_compiler, bw_compiler, decompositions, partitioner)
+        return _aot(
+            graph, example_inputs, fw_compiler, bw_compiler, decompositions, partitioner, store
+        )
 
 
 def _aot(
@@ -74,6 +81,7 @@ def _aot(
     bw_compiler: Compiler,
     decompositions: Mapping[str, Callable[..., Any]] | None,
     partitioner: str,
+    store: PartitionStore | None = None,
 ) -> Callable[..., Any]:
     config = load(PrimsConfig)
     live_state = dict(graph.constants)  # parameters stay the live tensors, not copies
@@ -108,10 +116,23 @@ def _aot(
             return _training(requires_grad)
 
     def _training(requires_grad: tuple[bool, ...]) -> TrainingStep:
-        joint = trace_joint(graph, requires_grad, decompositions)
-        _check(joint.graph, config)
-        _log("joint", joint.graph)
-        parts = partition(joint, partitioner, resident)
+        key = None
+        if store is not None:
+            key = partition_cache.partition_key(
+                graph, requires_grad, partitioner, resident, decompositions
+            )
+        cached = store.get(key) if store is not None and key is not None else None
+        known = partition_cache.decode(cached) if cached is not None else None
+        if known is not None:
+            parts, differentiable = known
+        else:
+            joint = trace_joint(graph, requires_grad, decompositions)
+            _check(joint.graph, config)
+            _log("joint", joint.graph)
+            parts = partition(joint, partitioner, resident)
+            differentiable = joint.differentiable
+            if store is not None and key is not None:
+                store.put(key, partition_cache.encode(parts, differentiable))
         _log("partition (forward)", parts.forward)
         _log("partition (backward)", parts.backward)
         logger.debug(
@@ -128,9 +149,7 @@ def _aot(
             _zeros_for(parts.backward),
         )
         clone = tuple(i for i, name in enumerate(parts.saved) if name in mutated)
-        return TrainingStep(
-            forward, backward, parts.num_forward_outputs, joint.differentiable, clone
-        )
+        return TrainingStep(forward, backward, parts.num_forward_outputs, differentiable, clone)
 
     compiled = CompiledFunction(functional.signature, live_state, inference, training)
     flags = tuple(isinstance(t, torch.Tensor) and t.requires_grad for t in examples)

@@ -26,6 +26,7 @@ from ember.inductor.pipeline import compile_graph, saved_layouts
 from ember.prims import Graph, Interpreter, TensorSpec, autocast_disabled
 from ember.prims.config import load
 from ember.prims.logs import topic_logger
+from ember.runtime import ArtifactCache
 from ember.runtime.cudagraphs import FunctionMode, GraphFunction
 
 perf_hints = topic_logger("perf_hints")
@@ -66,8 +67,10 @@ def inductor(
 
     with autocast_disabled():  # the Graph holds autocast's casts already
         if mode in CUDAGRAPH_MODES:
-            return _compile_for_mode(graph, example_inputs, _compile, _CudaGraphs(graph))
-        return _compile_for_mode(graph, example_inputs, _compile)
+            return _compile_for_mode(
+                graph, example_inputs, _compile, _CudaGraphs(graph), cache=config.cache
+            )
+        return _compile_for_mode(graph, example_inputs, _compile, cache=config.cache)
 
 
 class _SavedLayouts:
@@ -156,6 +159,7 @@ def _compile_for_mode(
     example_inputs: Sequence[Any],
     compile_fn: Callable[[Graph, Sequence[Any]], Callable[..., Any]],
     cudagraphs: _CudaGraphs | None = None,
+    cache: bool = False,
 ) -> Callable[..., Any]:
     bw_fn = compile_fn
     if cudagraphs is not None:
@@ -176,6 +180,8 @@ def _compile_for_mode(
             fw_compiler=compile_fn,
             bw_compiler=bw_fn,
             decompositions=JOINT_DECOMPOSITIONS,
+            # a warm start reuses the forward/backward split from the on-disk cache
+            store=ArtifactCache() if cache else None,
         )
     return compile_fn(graph, example_inputs)
 
