@@ -71,7 +71,7 @@ class Counting:
 
 
 def _train(
-    model: nn.Module,
+    model: Callable[[torch.Tensor], torch.Tensor],
     params: Callable[[], list[tuple[str, torch.Tensor]]],
     rank: int,
     backend: Counting | None = None,
@@ -164,7 +164,23 @@ def ddp_cases(rank: int) -> dict[str, Any]:
             "order": order,
             "logged": {k: v for k, v in logged.items() if "bucket" in k},
         }
+    # DDP called inside a compiled function (a compiled training step): capture breaks at
+    # the DDP call and runs DDP's forward around its wrapped module, compiled and split
+    eager = DDP(copy.deepcopy(base), bucket_cap_mb=0.01)
+    ddp = DDP(copy.deepcopy(base), bucket_cap_mb=0.01)
+    backend = Counting("aot_eager")
+    forward = capture.compile(_call_model, backend=backend)
+    results["ddp_in_function"] = {
+        "eager": _train(eager, _named(eager.module), rank),
+        "ember": _train(functools.partial(forward, ddp), _named(ddp.module), rank, backend),
+        "graphs": len(backend.graphs),
+        "graph_ops": [len(graph.nodes) for graph in backend.graphs],
+    }
     return results
+
+
+def _call_model(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model(x) * 1.0
 
 
 def _mark(order: list[str], what: str, grad: torch.Tensor) -> None:

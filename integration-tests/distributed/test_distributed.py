@@ -64,13 +64,15 @@ def _assert_same_training(case: str, result: dict[str, Any]) -> None:
 
 def test_ddp_matches_eager_and_splits_at_buckets(tmp_path: Path) -> None:
     for rank, results in enumerate(_spawn(["ddp"], tmp_path)):
-        for case in ("ddp_small_buckets", "ddp_one_bucket"):
+        for case in ("ddp_small_buckets", "ddp_one_bucket", "ddp_in_function"):
             _assert_same_training(case, results[case])
         small, one = results["ddp_small_buckets"], results["ddp_one_bucket"]
         # one Graph per bucket DDP all-reduces (its own rebuilt buckets, from bucket_cap_mb)
         assert small["ddp_buckets"] > 2, small["logged"]
         assert small["graphs"] == small["ddp_buckets"] == small["ember_buckets"], small
         assert one["graphs"] == one["ddp_buckets"] == 1, one
+        # called inside a compiled function: the same pieces, plus the function's own Graph
+        assert results["ddp_in_function"]["graphs"] == small["graphs"] + 1
         # overlap: split, buckets are all-reduced before the backward reaches the input;
         # one Graph makes every gradient ready at its end
         order = small["order"]

@@ -130,9 +130,28 @@ def compiled_wrapper_call(forward: Any, wrapper: nn.Module) -> nn.Module:
     if known is not None and known[0] is forward:
         return known[1]
     inner = wrapped_module(wrapper)
-    compiled = _derived(wrapper, with_compiled_forward(forward, inner))
+    inner_forward = _bucketed(forward, wrapper) if is_ddp(wrapper) else forward
+    compiled = _derived(wrapper, with_compiled_forward(inner_forward, inner))
     _TWINS[wrapper] = (forward, compiled)
     return compiled
+
+
+def _bucketed(forward: Any, ddp: nn.Module) -> Any:
+    """`forward` (compiled with its family's backend) compiled again with that backend
+    behind DDP's bucket splitter."""
+    from ember.capture.compile import _compile_function
+
+    state = getattr(forward, "_ember_compiled", None)
+    if state is None:
+        return forward
+    return _compile_function(
+        state.fn,
+        bucketed_backend(ddp, state.backend),
+        state.backend_name,
+        state.fullgraph,
+        state.family,
+        dynamic=state.dynamic,
+    )
 
 
 def forward_function(module: nn.Module) -> types.FunctionType | None:
