@@ -56,6 +56,7 @@ from ember.prims.config import cache_key, load
 from ember.prims.decompositions import PRIM_DECOMPOSITIONS, DecompositionError, decompose
 from ember.prims.logs import topic_logger
 from ember.prims.serialize import dumps
+from ember.prims.symbolic import ShapeEnv
 from ember.runtime import ArtifactCache
 
 logger = logging.getLogger("ember.inductor")
@@ -183,6 +184,7 @@ def generate(
         output_specs,
         getattr(backend, "split_reductions", False),
     )
+    program.size_ranges = _size_ranges(graph)
     scheduled: list[ScheduledNode] = timed(
         "schedule", _schedule, program, config, backend.kernel_prefix
     )
@@ -260,6 +262,23 @@ def _describe(item: ScheduledNode) -> str:
         )
     fallback = " (fallback)" if item.is_fallback else ""
     return f"extern {item.target}{fallback} from {', '.join(item.origins)}"
+
+
+def _size_ranges(graph: Graph) -> dict[str, tuple[int, int | None]]:
+    """Each size symbol's range under its declared one and the Graph's guards (`s0 <= 256`
+    from slicing a 256-row mask by the length)."""
+    if not graph.symbols:
+        return {}
+    shape_env = ShapeEnv.rebuilt(graph.symbols, graph.guards)
+    ranges: dict[str, tuple[int, int | None]] = {}
+    for name, info in graph.symbols.items():
+        value_range = shape_env.value_range(info.sympy())
+        lower, upper = value_range.lower, value_range.upper
+        ranges[name] = (
+            int(lower) if lower.is_finite else info.lower,
+            int(upper) if upper.is_finite else None,
+        )
+    return ranges
 
 
 def _wants_channels_last(graph: Graph, config: InductorConfig, device: torch.device) -> bool:

@@ -12,10 +12,12 @@ rolled window read before its buffer).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
 import sympy
+
+from ember.prims.symbolic import ValueRange, bound
 
 Expr: TypeAlias = sympy.Expr
 
@@ -23,6 +25,19 @@ Expr: TypeAlias = sympy.Expr
 def index_var(prefix: str, position: int) -> sympy.Symbol:
     """A loop variable (`x0`, `r1`): integer and non-negative, so sympy can simplify with it."""
     return sympy.Symbol(f"{prefix}{position}", integer=True, nonnegative=True)
+
+
+def largest(expr: Expr, ranges: Mapping[str, tuple[int, int | None]]) -> int | None:
+    """The largest value `expr` takes with each size symbol in its (lower, upper) range
+    (`Program.size_ranges`), by interval arithmetic; None when nothing bounds it."""
+    if expr.is_Integer:
+        return int(expr)
+    symbols = expr.free_symbols
+    if not symbols or any(str(s) not in ranges for s in symbols):
+        return None
+    table = {s: ValueRange.of(*ranges[str(s)]) for s in symbols}
+    upper = bound(expr, table).upper
+    return int(upper) if upper.is_finite else None
 
 
 def as_expr(size: int | Expr) -> Expr:
@@ -149,6 +164,10 @@ def simplify_with_ranges(expr: Expr, ranges: dict[sympy.Symbol, Expr]) -> Expr:
     them exact (`(x1 + 512*x0) // 512` is `x0` when `x1 < 512`)."""
     if not expr.has(FloorDiv, ModularIndexing):
         return expr
+    if any(_is_size(s) for s in expr.free_symbols) or any(
+        not size.is_Integer for size in ranges.values()
+    ):
+        return _simplify_over_sizes(expr, ranges)
 
     def bound(e: Expr) -> tuple[int, int] | None:
         """Inclusive integer bounds of a linear expression over loop variables."""
@@ -222,6 +241,127 @@ def simplify_with_ranges(expr: Expr, ranges: dict[sympy.Symbol, Expr]) -> Expr:
         return ModularIndexing(quotient, sympy.S.One, modulus)
 
     # a replacement is not visited again: `(r0 % m) % m` needs a second round
+    for _ in range(4):
+        simplified = _recombine(
+            sympy.expand(
+                expr.replace(
+                    lambda e: isinstance(e, (FloorDiv, ModularIndexing)),
+                    lambda e: floor_div(*e.args) if isinstance(e, FloorDiv) else modular(*e.args),
+                )
+            )
+        )
+        if simplified == expr or not simplified.has(FloorDiv, ModularIndexing):
+            return simplified
+        expr = simplified
+    return expr
+
+
+def _is_size(symbol: sympy.Basic) -> bool:
+    """A Graph's size symbol (`s0`), as opposed to a loop or indirect-index variable."""
+    name = str(symbol)
+    return name[:1] == "s" and name[1:].isdigit()
+
+
+def _at_least_zero(expr: Expr) -> bool:
+    """Whether `expr`, a polynomial in size symbols, is >= 0 for every size >= 1 (a size of
+    0 runs no loop, so no index over it is read): with each size `t + 1`, every coefficient
+    of the polynomial in the `t`s is >= 0."""
+    expr = sympy.expand(expr)
+    if expr.is_Number:
+        return bool(expr >= 0)
+    symbols = expr.free_symbols
+    if not all(_is_size(s) for s in symbols):
+        return False
+    shifted = sympy.expand(expr.xreplace({s: s + 1 for s in symbols}))
+    try:
+        coefficients = sympy.Poly(shifted, *sorted(symbols, key=str)).coeffs()
+    except sympy.PolynomialError:
+        return False
+    return all(c >= 0 for c in coefficients)
+
+
+def _simplify_over_sizes(expr: Expr, ranges: dict[sympy.Symbol, Expr]) -> Expr:
+    """`simplify_with_ranges` where loop ranges or divisors are symbolic sizes: bounds are
+    polynomials in the size symbols, and a comparison holds when `_at_least_zero` proves it
+    (`(x3 + 32*x1 + 128*x2) // (128*s1)` is 0 when x2 < s1, x1 < 4 and x3 < 32)."""
+
+    def bound(e: Expr) -> tuple[Expr, Expr] | None:
+        low: Expr = sympy.S.Zero
+        high: Expr = sympy.S.Zero
+        for term in sympy.Add.make_args(sympy.expand(e)):
+            coeff, rest = term.as_coeff_Mul()
+            if not coeff.is_Rational:
+                return None
+            term_low: Expr = sympy.S.One
+            term_high: Expr = sympy.S.One
+            for item in sympy.Mul.make_args(rest):
+                limits = factor(item)
+                if limits is None:
+                    return None  # every factor's bounds are >= 0: products are monotone
+                term_low, term_high = term_low * limits[0], term_high * limits[1]
+            if coeff >= 0:
+                low, high = low + coeff * term_low, high + coeff * term_high
+            else:
+                low, high = low + coeff * term_high, high + coeff * term_low
+        return sympy.expand(low), sympy.expand(high)
+
+    def factor(e: Expr) -> tuple[Expr, Expr] | None:
+        if e == 1:
+            return sympy.S.One, sympy.S.One
+        if isinstance(e, sympy.Symbol):
+            size = ranges.get(e)
+            if size is not None:
+                return sympy.S.Zero, size - 1
+            return (e, e) if _is_size(e) else None
+        if isinstance(e, sympy.Pow) and _is_size(e.base) and e.exp.is_Integer and e.exp > 0:
+            return e, e
+        if isinstance(e, ModularIndexing):
+            return sympy.S.Zero, e.args[2] - 1
+        if isinstance(e, FloorDiv):
+            limits = bound(e.args[0])
+            if limits is None or not _at_least_zero(limits[0]):
+                return None
+            return sympy.S.Zero, limits[1] / e.args[1]  # floor(h / d) <= h / d
+        return None
+
+    def divides(divisor: Expr, term: Expr) -> bool:
+        quotient = sympy.cancel(term / divisor)
+        numerator, denominator = sympy.fraction(quotient)
+        if denominator != 1 or not quotient.is_polynomial():
+            return False
+        if numerator.is_Number:
+            return bool(numerator.is_Integer)
+        return all(c.is_Integer for c in sympy.Poly(numerator).coeffs())
+
+    def exact(base: Expr, divisor: Expr) -> Expr | None:
+        whole: list[Expr] = []
+        rest: list[Expr] = []
+        for term in sympy.Add.make_args(sympy.expand(base)):
+            (whole if divides(divisor, term) else rest).append(term)
+        limits = bound(sympy.Add(*rest))
+        if limits is None or not _at_least_zero(limits[0]):
+            return None
+        if not _at_least_zero(divisor - limits[1] - 1):
+            return None
+        return sympy.expand(sympy.cancel(sympy.Add(*whole) / divisor))
+
+    def floor_div(base: Expr, divisor: Expr) -> Expr:
+        quotient = exact(base, divisor)
+        return quotient if quotient is not None else FloorDiv(base, divisor)
+
+    def modular(base: Expr, divisor: Expr, modulus: Expr) -> Expr:
+        quotient = floor_div(base, divisor)
+        if quotient.has(FloorDiv):
+            return ModularIndexing(base, divisor, modulus)
+        limits = bound(quotient)
+        if (
+            limits is not None
+            and _at_least_zero(limits[0])
+            and _at_least_zero(modulus - limits[1] - 1)
+        ):
+            return quotient
+        return ModularIndexing(quotient, sympy.S.One, modulus)
+
     for _ in range(4):
         simplified = _recombine(
             sympy.expand(

@@ -109,6 +109,9 @@ class Program:
     nodes: list[ProgramNode] = field(default_factory=list)
     outputs: list[object] = field(default_factory=list)  # TensorArg or literal per leaf
     size_symbols: dict[str, tuple[int, int]] = field(default_factory=dict)  # symbol -> (input, dim)
+    # symbol -> (smallest, largest or None) value its range and the Graph's guards allow:
+    # what a kernel may size a scratch row or choose its index type by (`largest`)
+    size_ranges: dict[str, tuple[int, int | None]] = field(default_factory=dict)
     # output position -> the layout the wrapper copies it into (an output whose dtype the
     # kernels do not compute in, computed in other strides than its spec declares)
     output_restrides: dict[int, Layout] = field(default_factory=dict)

@@ -25,7 +25,7 @@ from ember.inductor.codegen.cpp.ops import (
 )
 from ember.inductor.codegen.cpp.outer_lanes import generate_outer_lanes, outer_lanes
 from ember.inductor.codegen.cpp.printer import cpp_index
-from ember.inductor.codegen.cpp.row_reuse import shared_rows, structure, subtrees
+from ember.inductor.codegen.cpp.row_reuse import row_capacity, shared_rows, structure, subtrees
 from ember.inductor.codegen.cpp.tiling import open_tiled_loops, transposed_tile
 from ember.inductor.codegen.value_scopes import ValueScopes, operand_key
 from ember.inductor.ir.body import BodyValue
@@ -209,9 +209,10 @@ class CppKernel(ValueScopes):
             loops_open = 1
         if lanes is None:
             if parallel_outer and tile is None:
-                self.shared = shared_rows(kernel)
+                self.shared = shared_rows(kernel, self.program.size_ranges)
             for key, row in self.shared.items():
-                self.line(f"{CPP_TYPES[key[-1]]} {row}[{self.size(kernel.inner[0])}];")  # type: ignore[index]
+                capacity = row_capacity(kernel.inner[0], self.program.size_ranges)
+                self.line(f"{CPP_TYPES[key[-1]]} {row}[{capacity}L];")  # type: ignore[index]
             self._members(parallel_outer)
         for _ in range(loops_open):
             self.depth -= 1

@@ -4,17 +4,19 @@ A softmax's sum loop computes `exp(x - max)` for every element of the row, and i
 loop computes the same `exp(x - max)` again to divide it by the sum: half its exponentials
 are repeats. When a reduction's body and a later inner loop's body of the same kernel share
 a subtree holding a transcendental op, the reduction loop saves the subtree's values in a
-row-long scratch array on the thread's stack and the later loop reads them back. The values
+row-long scratch array on the thread's stack (as long as the longest row a symbolic size
+allows) and the later loop reads them back. The values
 are the very ones computed once, so results are unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import sympy
 
 from ember.inductor.ir.body import BodyValue
+from ember.inductor.ir.indexing import largest
 from ember.inductor.scheduler.fusion import Kernel
 
 # Ops worth a store and a load to skip (vector math library calls, not one instruction).
@@ -59,13 +61,22 @@ def _stored(node: BodyValue) -> set[str]:
     return {str(n.args[0]) for n in subtrees(node) if n.op == "load"}
 
 
-def shared_rows(kernel: Kernel) -> dict[Structure, str]:
-    """Subtrees (by `structure`) a sum reduction over one static row computes and a later inner
-    loop of the kernel recomputes, each with the name of its scratch array."""
+def row_capacity(size: sympy.Expr, ranges: Mapping[str, tuple[int, int | None]]) -> int | None:
+    """How many values a scratch row of `size` holds: the size, or for a symbolic one the
+    largest its symbols' ranges allow (None when unbounded or past `MAX_ROW`)."""
+    capacity = largest(size, ranges)
+    return capacity if capacity is not None and capacity <= MAX_ROW else None
+
+
+def shared_rows(
+    kernel: Kernel, ranges: Mapping[str, tuple[int, int | None]]
+) -> dict[Structure, str]:
+    """Subtrees (by `structure`) a sum reduction over one row (of at most `MAX_ROW` values,
+    a symbolic row by its symbols' `ranges`) computes and a later inner loop of the kernel
+    recomputes, each with the name of its scratch array."""
     if not kernel.outer or len(kernel.inner) != 1:
         return {}
-    size = kernel.inner[0]
-    if not isinstance(size, sympy.Integer) or int(size) > MAX_ROW:
+    if row_capacity(kernel.inner[0], ranges) is None:
         return {}
     shared: dict[Structure, str] = {}
     members = kernel.members

@@ -38,8 +38,8 @@ from ember.inductor.codegen.triton.printer import triton_index
 from ember.inductor.codegen.value_scopes import ValueScopes, operand_key
 from ember.inductor.ir.body import BodyValue
 from ember.inductor.ir.bounds import storage_extent
-from ember.inductor.ir.indexing import Expr, index_var, product
-from ember.inductor.ir.program import Program
+from ember.inductor.ir.indexing import Expr, index_var, largest, product
+from ember.inductor.ir.program import Program, Storage
 from ember.inductor.scheduler.fusion import Kernel, Member
 
 INT32_LIMIT = 2**31 - 1
@@ -114,18 +114,37 @@ class TritonKernelWriter(ValueScopes):
         return triton_index(expr)
 
     def _needs_int64(self) -> bool:
-        if self.xnumel.free_symbols or self.rnumel.free_symbols:
-            return True
-        if int(self.xnumel) * int(self.rnumel) > INT32_LIMIT // 2:
+        """Whether an index may pass int32: symbolic sizes count at their largest value
+        under their ranges and the Graph's guards (`size_ranges`); unbounded ones do."""
+        numel = self._largest(self.xnumel * self.rnumel)
+        if numel is None or numel > INT32_LIMIT // 2:
             return True
         touched = {member.node.storage for member in self.kernel.members}
         for member in self.kernel.members:
             touched.update(str(load.args[0]) for load in member.loads())
         for name in touched:
-            extent = storage_extent(self.program.storages[name])
+            storage = self.program.storages[name]
+            extent = storage_extent(storage)
+            if extent is None:
+                extent = self._largest_extent(storage)
             if extent is None or extent > INT32_LIMIT // 2:
                 return True
         return False
+
+    def _largest(self, expr: Expr) -> int | None:
+        return largest(sympy.sympify(expr), self.program.size_ranges)
+
+    def _largest_extent(self, storage: Storage) -> int | None:
+        layout = storage.layout or storage.declared
+        if layout is None:
+            return None
+        found = [self._largest(e) for e in (*layout.size, *layout.stride, layout.offset)]
+        parts = [p for p in found if p is not None and p >= 0]
+        if len(parts) < len(found):
+            return None
+        rank = len(layout.size)
+        sizes, strides, offset = parts[:rank], parts[rank : 2 * rank], parts[-1]
+        return 1 + offset + sum((n - 1) * st for n, st in zip(sizes, strides) if n)
 
     # ---- values ---------------------------------------------------------------------------
 
