@@ -90,8 +90,9 @@ class ExportedProgram:
     def flat_arguments(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], state: dict[str, torch.Tensor]
     ) -> list[Any]:
-        """The flat inputs of `flat_graph()` for a call with `args` and `kwargs`: checks the
-        call against the exported signature (InterpreterError saying what differs)."""
+        """The flat inputs of `flat_graph()` for a call with `args` and `kwargs`, state
+        inputs from `state` (by target; the Graph's constants table for the others): checks
+        the call against the exported signature (InterpreterError saying what differs)."""
         graph = self.graph
         leaves, spec = tree_flatten((tuple(args), dict(kwargs)))
         if spec != graph.in_spec:
@@ -113,7 +114,7 @@ class ExportedProgram:
         for graph_input in graph.inputs:
             if graph_input.is_state:
                 target = graph_input.target or graph_input.value.name
-                flat.append(graph.constants[target] if target in graph.constants else state[target])
+                flat.append(state[target] if target in state else graph.constants[target])
             else:
                 value = by_name[graph_input.value.name]
                 _check_argument(graph_input.value.name, graph_input.value.spec, value, bindings)

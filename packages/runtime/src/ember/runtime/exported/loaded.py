@@ -51,7 +51,7 @@ class LoadedProgram:
         return self.program.unflatten_outputs(compiled(*flat))
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        return dict(self.state)
+        return {name: self.state[name] for name in self.program.state}
 
     def named_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:
         parameters = {gi.target for gi in self.graph.state_inputs() if gi.kind.value == "parameter"}
@@ -69,15 +69,15 @@ class LoadedProgram:
 
 
 def _on_devices(program: ExportedProgram) -> dict[str, torch.Tensor]:
-    """The state tensors on the devices the Graph declares for them (weights load on the CPU;
-    a program exported on a GPU runs there)."""
+    """The state tensors, and the Graph's own constants, on the devices the Graph declares
+    for them (both load on the CPU; a program exported on a GPU runs there)."""
     state = dict(program.state)
     for graph_input in program.graph.state_inputs():
         target = graph_input.target or graph_input.value.name
-        spec = graph_input.value.spec
-        device = getattr(spec, "device", None)
-        if device is not None and target in state and state[target].device != device:
-            state[target] = state[target].to(device)
+        tensor = state.get(target, program.graph.constants.get(target))
+        device = getattr(graph_input.value.spec, "device", None)
+        if tensor is not None and device is not None and tensor.device != device:
+            state[target] = tensor.to(device)
     return state
 
 
