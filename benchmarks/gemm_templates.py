@@ -54,6 +54,7 @@ TRANSFORMER = (  # (M, N, K): GPT-2 small at 4096 tokens, Llama-7B MLP at 2048 t
     (2048, 11008, 4096),
     (2048, 4096, 11008),
 )
+SPLIT = ((1024, 1024, 8192), (512, 512, 16384))  # short grids, long K: split-K's shapes
 TORCH_COMPILE_SHAPES = ((4096, 3072, 768), (2048, 2048, 2048), (4096, 4096, 4096))
 
 
@@ -360,10 +361,10 @@ def suite_worker(model: str, mode: str, backend: str, smoke: bool) -> dict[str, 
     return record
 
 
-def tma_canary(device: str = "cuda", rows: int = 2048) -> dict[str, Any]:
-    """Every TMA configuration of two bf16 products (a transposed weight with bias and GELU,
-    row-major operands) run once against eager, in a process of its own: a fault there must
-    not take the sweep's CUDA context with it."""
+def canary(device: str = "cuda", rows: int = 2048) -> dict[str, Any]:
+    """Every TMA and split-K configuration of a few bf16 products (a transposed weight with
+    bias and GELU, row-major operands, a short grid with a long K) run once against eager,
+    in a process of its own: a fault there must not take the sweep's CUDA context with it."""
     import triton
 
     from ember.runtime import LaunchConfig, TritonKernel
@@ -371,40 +372,53 @@ def tma_canary(device: str = "cuda", rows: int = 2048) -> dict[str, Any]:
     triton.set_allocator(
         lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda")
     )
-    record: dict[str, Any] = {"case": "tma canary", "ran": 0, "errors": []}
+    record: dict[str, Any] = {"case": "canary", "ran": {"TMA": 0, "SPLIT_K": 0}, "errors": []}
     x = torch.randn(rows, rows // 2, device=device, dtype=torch.bfloat16)
     w = torch.randn(rows + 256, rows // 2, device=device, dtype=torch.bfloat16) / 32
     bias = torch.randn(rows + 256, device=device, dtype=torch.bfloat16)
+    long_a = torch.randn(rows // 4, rows * 8, device=device, dtype=torch.bfloat16) / 64
+    long_b = torch.randn(rows * 8, rows // 4, device=device, dtype=torch.bfloat16) / 64
     cases = (
         (lambda x, w, bias: F.gelu(F.linear(x, w, bias)), (x, w, bias)),
         (lambda x, w, bias: x @ w.t().contiguous() + bias, (x, w, bias)),
+        (lambda a, b: torch.relu(a @ b), (long_a, long_b)),
     )
+    failed: set[str] = set()
     for fn, inputs in cases:
         compiled = compile_templates(fn, inputs)
         (choice,) = choices_of(compiled)  # launched only with the configuration set below
         expected = fn(*inputs).float()
         template = choice.template
         for config in template.configs:
-            if not dict(config.constants).get("TMA"):
+            constants = dict(config.constants)
+            kind = (
+                "TMA" if constants.get("TMA") else "SPLIT_K" if constants["SPLIT_K"] > 1 else None
+            )
+            if kind is None:
                 continue
             kernel = TritonKernel(template.module, template.name, signature=dict(template.signature),
                                   configs=[LaunchConfig(config.constants, config.num_warps, config.num_stages)],
                                   grid_block="XBLOCK")  # fmt: skip
-            choice.launch = kernel
+            choice.launch = partial(_launch_with, kernel, choice)
             try:
-                out = compiled(*inputs).float()
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                error = float(((out - expected).abs().max() / expected.abs().max()).item())
-                if error > 2e-2:
-                    record["errors"].append(f"{config.describe()}: relative error {error:.3g}")
-                record["ran"] += 1
+                for _ in range(2):  # twice: split-K's counters must be back at zero
+                    out = compiled(*inputs).float()
+                    error = float(((out - expected).abs().max() / expected.abs().max()).item())
+                    if error > 2e-2:
+                        record["errors"].append(f"{config.describe()}: relative error {error:.3g}")
+                        failed.add(kind)
+                record["ran"][kind] += 1
             except Exception as failure:  # a config that does not build: the autotuner skips it
                 record["errors"].append(
                     f"{config.describe()}: {type(failure).__name__}: {failure}"[:300]
                 )
-    record["ok"] = record["ran"] > 0 and not any("relative" in e for e in record["errors"])
+    for kind in ("TMA", "SPLIT_K"):
+        record[f"{kind}_ok"] = record["ran"][kind] > 0 and kind not in failed
     return record
+
+
+def _launch_with(kernel: Any, choice: Any, numel: int, *args: Any) -> None:
+    kernel(numel, *choice.template_arguments(args))
 
 
 def run_suite(
@@ -451,8 +465,8 @@ def main() -> None:
     autotune = topic_logger("autotune")  # every timing and choice
     autotune.setLevel(logging.INFO)
     autotune.addHandler(CHOICES)
-    if options.worker == "tma-canary":
-        print(json.dumps(tma_canary()), flush=True)
+    if options.worker == "canary":
+        print(json.dumps(canary()), flush=True)
         return
     if options.worker:
         model, mode, backend = options.worker.split(":")
@@ -476,7 +490,7 @@ def main() -> None:
         convolutions = [(2, 5, 7, 6)]
     else:
         device, dtype = "cuda", torch.bfloat16
-        shapes = [(s, s, s) for s in SQUARE] + list(TRANSFORMER)
+        shapes = [(s, s, s) for s in SQUARE] + list(TRANSFORMER) + list(SPLIT)
         epilogues = [(4096, 3072, 768), (8192, 3072, 768)]
         convolutions = [(32, 64, 56, 64), (32, 256, 14, 256)]  # ResNet-50 stages 1 and 3
         print(torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
@@ -499,18 +513,20 @@ def main() -> None:
             emit({"case": name, "error": f"{type(error).__name__}: {error}"[:500]})
             traceback.print_exc()
 
-    if not options.smoke:  # TMA kernels first in a process of their own (a fault stays there)
-        command = [sys.executable, "-m", "benchmarks.gemm_templates", "--worker", "tma-canary"]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=90)
-        try:
-            canary = json.loads(done.stdout.strip().splitlines()[-1])
-        except (IndexError, ValueError):
-            canary = {"case": "tma canary", "ok": False, "error": done.stderr[-800:]}
-        emit(canary)
-        if not canary.get("ok"):  # the sweep without TMA configurations
-            from ember.inductor.templates import configs
+    if not options.smoke:  # TMA and split-K kernels first, alone (a fault stays there)
+        from ember.inductor.templates import configs
 
+        command = [sys.executable, "-m", "benchmarks.gemm_templates", "--worker", "canary"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+            checked = json.loads(done.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError, subprocess.TimeoutExpired) as error:
+            checked = {"case": "canary", "error": f"{type(error).__name__}: {error}"[-800:]}
+        emit(checked)
+        if not checked.get("TMA_ok"):  # the sweep without TMA configurations
             configs.TMA_MIN_OUTPUT = 1 << 62
+        if not checked.get("SPLIT_K_ok"):  # nor split-K ones
+            configs.SPLIT_TILE_AREA = 1 << 62
     for m, n, k in shapes:
         attempt(f"gemm {m}x{n}x{k}", partial(gemm_case, m, n, k, dtype, device, options.smoke))
     m, n, k = epilogues[0]

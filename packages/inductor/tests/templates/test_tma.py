@@ -91,7 +91,7 @@ def test_persistent_programs_walk_every_tile_once(m: int, n: int, k: int) -> Non
     assert not configs[0].tma  # the interpreter and older GPUs run the pointer kernel
     numel = -(-m // GRID_UNIT) * GRID_UNIT * -(-n // GRID_UNIT) * GRID_UNIT
     for config in configs:
-        constants: dict[str, Any] = config.as_json(1, m, n, numel)["constants"]  # type: ignore[assignment]
+        constants: dict[str, Any] = config.as_json(1, m, n, k, numel)["constants"]  # type: ignore[assignment]
         grid = -(-numel // constants["XBLOCK"])
         assert grid == constants["PROGRAMS"]
         tiles = -(-m // config.block_m) * -(-n // config.block_n)
@@ -157,7 +157,7 @@ def test_tma_kernels_match_eager(
     m, n = (37, 40) if name == "linear_bias_gelu" else (40, 24)
     numel = -(-m // GRID_UNIT) * GRID_UNIT * -(-n // GRID_UNIT) * GRID_UNIT
     config = GemmConfig(16, 16, 32, 4, 2, tma=True, persistent=persistent)
-    data = config.as_json(1, m, n, numel)
+    data = config.as_json(1, m, n, 64, numel)
     constants: dict[str, int] = data["constants"]  # type: ignore[assignment]
     if persistent:
         tiles = -(-m // 16) * -(-n // 16)
@@ -176,7 +176,7 @@ def test_tma_kernels_match_eager(
         ],
         grid_block="XBLOCK",
     )
-    choice.launch = kernel
+    choice.launch = lambda numel, *args: kernel(numel, *choice.template_arguments(args))
     expected = fn(*[t.float() for t in inputs]).to(torch.bfloat16)
     torch.testing.assert_close(compiled(*inputs), expected, rtol=2e-2, atol=2e-2)
 

@@ -24,6 +24,12 @@ PERSISTENT_PROGRAMS = 132
 # TMA variants only for results of at least this many elements: below, a tile per SM is
 # already short of a wave and the extra compiles (each ~2 s) buy nothing.
 TMA_MIN_OUTPUT = 1024 * 1024
+# Split-K: a large-tile configuration that fills at most half the SMs also runs with its K
+# loop split in 2-8 chunks (each at least SPLIT_MIN_K_BLOCKS blocks of K), so that a short
+# grid with a long K keeps every SM busy.
+SPLIT_TILE_AREA = 128 * 128
+SPLIT_K_MAX = 8
+SPLIT_MIN_K_BLOCKS = 4
 
 
 @dataclass(frozen=True)
@@ -38,11 +44,15 @@ class GemmConfig:
     group_m: int = 8
     tma: bool = False  # operand blocks by TMA descriptors (sm90)
     persistent: bool = False  # one program per SM, walking the tiles
+    split_k: int = 1  # programs per tile, each summing a chunk of K (see gemm_writer)
 
     def launch(self, batch: int, m: int, n: int, numel: int) -> tuple[int, int, int]:
         """(XBLOCK, programs, iterations): the launcher's grid is `cdiv(numel, XBLOCK)`
         programs, each computing up to `iterations` tiles (`programs` apart)."""
         tiles = batch * -(-m // self.block_m) * -(-n // self.block_n)
+        if self.split_k > 1:  # at least split_k programs a tile
+            block = numel // (tiles * self.split_k)
+            return block, -(-numel // block), 1
         if not self.persistent:
             block = self.block_m * self.block_n
             return block, -(-numel // block), 1
@@ -51,8 +61,9 @@ class GemmConfig:
         programs = -(-numel // block)
         return block, programs, -(-tiles // programs)
 
-    def as_json(self, batch: int, m: int, n: int, numel: int) -> dict[str, object]:
+    def as_json(self, batch: int, m: int, n: int, k: int, numel: int) -> dict[str, object]:
         block, programs, iterations = self.launch(batch, m, n, numel)
+        k_blocks = -(-k // self.block_k)
         constants = {
             "XBLOCK": block,  # the launcher's grid block (see gemm_writer)
             "BLOCK_M": self.block_m,
@@ -63,6 +74,8 @@ class GemmConfig:
             "TMA": int(self.tma),
             "PROGRAMS": programs,
             "ITERATIONS": iterations,
+            "SPLIT_K": self.split_k,
+            "K_CHUNK": -(-k_blocks // self.split_k) * self.block_k,  # K of one split program
         }
         return {"constants": constants, "num_warps": self.num_warps, "num_stages": self.num_stages}
 
@@ -104,10 +117,19 @@ _FLOAT = (
 
 
 def gemm_configs(
-    m: int, n: int, k: int, dtype: torch.dtype, limit: int = 8, *, tma: bool = False
+    m: int,
+    n: int,
+    k: int,
+    dtype: torch.dtype,
+    limit: int = 8,
+    *,
+    tma: bool = False,
+    split: bool = False,
+    batch: int = 1,
 ) -> list[GemmConfig]:
-    """At most `limit` candidates for an `m x n x k` product of `dtype` operands, then with
-    `tma` the TMA variants where the product fills the GPU (`[0]` is never one: the
+    """At most `limit` candidates for a `batch x m x n x k` product of `dtype` operands, then
+    with `split` the split-K variants of large tiles that leave SMs idle, and with `tma` the
+    TMA variants where the product fills the GPU (`[0]` is never one of those: the
     interpreter and GPUs before sm90 run the pointer kernel)."""
     table = _FLOAT if dtype == torch.float32 else _HALF
     found: list[GemmConfig] = []
@@ -118,6 +140,8 @@ def gemm_configs(
     # tiles that leave most SMs idle go last: prefer configs giving at least ~1 wave
     found.sort(key=lambda c: -_waves_score(m, n, c))
     found = found[:limit]
+    if split:
+        found += _split_configs(m, n, k, found, batch)
     if tma and dtype != torch.float32 and m * n >= TMA_MIN_OUTPUT:
         for block_m, block_n, block_k, warps, stages, persistent in _TMA:
             config = GemmConfig(block_m, block_n, block_k, warps, stages, tma=True,
@@ -126,6 +150,25 @@ def gemm_configs(
             if config not in found:
                 found.append(config)
     return found
+
+
+def _split_configs(
+    m: int, n: int, k: int, found: list[GemmConfig], batch: int = 1
+) -> list[GemmConfig]:
+    """Split-K twins of the large tiles in `found` whose grid fills at most half the SMs."""
+    split: list[GemmConfig] = []
+    for config in found:
+        if config.block_m * config.block_n < SPLIT_TILE_AREA:
+            continue
+        tiles = batch * _tiles(m, n, config)
+        most = min(SPLIT_K_MAX, PERSISTENT_PROGRAMS // tiles,
+                   -(-k // config.block_k) // SPLIT_MIN_K_BLOCKS)  # fmt: skip
+        chunks = 1
+        while chunks * 2 <= most:
+            chunks *= 2
+        if chunks > 1:
+            split.append(replace(config, split_k=chunks))
+    return split[:2]
 
 
 def _clamped(m: int, n: int, k: int, config: GemmConfig) -> GemmConfig:

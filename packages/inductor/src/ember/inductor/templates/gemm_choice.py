@@ -129,6 +129,7 @@ class GemmChoice:
         mutated: Sequence[str],
         bench: Bench | None = None,
         tma: Sequence[str] = (),
+        split: dict[str, int] | None = None,
     ) -> None:
         self.module = module
         self.name = name
@@ -140,7 +141,13 @@ class GemmChoice:
         self.mutated = [template.params.index(param) for param in mutated]
         # the operands a TMA configuration reads through descriptors (none: no such config)
         self.tma = [template.params.index(param) for param in tma]
-        self.run_template: Callable[..., None] = self._checked_template if self.tma else template
+        # split-K configurations: the sizes of their partials and counters (created on the
+        # first call, on the device of the call's tensors, then reused: zeroed by the kernel)
+        self.split = split
+        self._split_buffers: tuple[torch.Tensor, ...] = ()
+        self.run_template: Callable[..., None] = (
+            self._checked_template if self.tma or split else template
+        )
         self.chosen: str | None = None
         self._lock = threading.Lock()
         self.launch: Callable[..., None] = self._first_call
@@ -162,7 +169,7 @@ class GemmChoice:
 
         if interpreting(self.template.function) or not torch.cuda.is_available():
             self.chosen = "template"
-            return self.template
+            return self.run_template
         if self.tma and not self._aligned(args):  # TMA needs aligned operands to time it
             self.chosen = "vendor"
             return self.vendor
@@ -175,13 +182,28 @@ class GemmChoice:
         return not pointers & 15
 
     def _checked_template(self, numel: int, *args: Any) -> None:
-        """The template of a kernel with TMA configurations: its descriptors need a scratch
-        allocator (set per call: it is a context variable) and aligned operands."""
-        if not self._aligned(args):
-            self.vendor(numel, *args)
-            return
-        _set_allocator(_scratch)
-        self.template(numel, *args)
+        """The template of a kernel with TMA configurations (their descriptors need a scratch
+        allocator, set per call: it is a context variable, and aligned operands) or split-K
+        ones (their buffers follow the graph's storages)."""
+        if self.tma:
+            if not self._aligned(args):
+                self.vendor(numel, *args)
+                return
+            _set_allocator(_scratch)
+        self.template(numel, *self.template_arguments(args))
+
+    def template_arguments(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        """The template's arguments for the graph's storages `args`: them, then the split-K
+        buffers when it has split-K configurations."""
+        if self.split is None:
+            return tuple(args)
+        if not self._split_buffers:
+            device = args[self.template.pointers[0]].device
+            self._split_buffers = (
+                torch.zeros(self.split["partials"], dtype=torch.float32, device=device),
+                torch.zeros(self.split["counters"], dtype=torch.int32, device=device),
+            )
+        return (*args, *self._split_buffers)
 
     def measure(self, numel: int, args: tuple[Any, ...]) -> Callable[..., None]:
         """Time the template and the vendor path on `args` (written tensors cloned) and return
@@ -324,6 +346,7 @@ def load_gemm(
         autotuner=autotuner or Autotuner(cache),
         mutated=tuple(launch["mutated"]),
         tma=tma,
+        split=launch.get("split"),
     )
     return choice, [template] + ([epilogue] if epilogue is not None else [])
 

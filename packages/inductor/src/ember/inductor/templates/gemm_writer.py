@@ -42,7 +42,11 @@ from ember.inductor.templates.tma import TmaOperand, descriptor_line, tma_operan
 # bfloat16 blocks wrongly (it reads their bits as integers), so interpreted runs set it.
 CONSTEXPRS = (
     "XBLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "UPCAST", "TMA", "PROGRAMS", "ITERATIONS",
+    "SPLIT_K", "K_CHUNK",
 )  # fmt: skip
+# A split-K template's own buffers, after the graph's storages: float32 partial tiles (one
+# slice per K chunk) and a counter per tile; `gemm_choice.GemmChoice` owns and passes them.
+SPLIT_BUFFERS = {"p_split_partials": "*fp32", "p_split_counters": "*i32"}
 
 
 def _product(sizes: list[int]) -> int:
@@ -79,14 +83,23 @@ class GemmWriter(TritonKernelWriter):
         self.reduces = False  # the epilogue is pointwise over the tile
         self.tma = tma_operands(self.gemm)
         self.configs = gemm_configs(
-            self.gemm.m, self.gemm.n, self.gemm.k, self.gemm.dtype, tma=self.tma is not None
+            self.gemm.m,
+            self.gemm.n,
+            self.gemm.k,
+            self.gemm.dtype,
+            tma=self.tma is not None,
+            split=self.gemm.conv is None,
+            batch=self.gemm.batch,
         )
+        self.split_k = max(config.split_k for config in self.configs)
 
     def generate(self) -> KernelSource:
         gemm = self.gemm
         body_lines = self._gemm_body()
         arguments = [KernelArgument(name, "pointer") for name in self.storages]
         params = [f"p_{a.name}" for a in arguments]
+        if self.split_k > 1:
+            params += list(SPLIT_BUFFERS)
         params += [f"{name}: tl.constexpr" for name in CONSTEXPRS]
         lines = dict.fromkeys(line for m in self.kernel.members for line in m.node.sources)
         comments = [f"# {line}" for line in lines]
@@ -94,17 +107,30 @@ class GemmWriter(TritonKernelWriter):
         signature = {
             f"p_{a.name}": POINTER_TYPES[self.program.storages[a.name].dtype] for a in arguments
         }
+        if self.split_k > 1:
+            signature.update(SPLIT_BUFFERS)
         numel = gemm.batch * _roundup(gemm.m, GRID_UNIT) * _roundup(gemm.n, GRID_UNIT)
         launch: dict[str, object] = {
             "signature": signature,
             "configs": _unique(
-                [config.as_json(gemm.batch, gemm.m, gemm.n, numel) for config in self.configs]
+                [
+                    config.as_json(gemm.batch, gemm.m, gemm.n, gemm.k, numel)
+                    for config in self.configs
+                ]
             ),
             "mutated": [f"p_{name}" for name in self.written if name in self.storages],
             "persistent": False,
             "gemm": _extern_description(gemm, self.gemm_kernel),
             # the operands TMA configurations read through descriptors (gemm_choice checks them)
             "tma": [f"p_{operand.storage}" for operand in self.tma or ()],
+            # split-K: the float32 partials and the tile counters (see SPLIT_BUFFERS)
+            "split": None
+            if self.split_k == 1
+            else {
+                "partials": self.split_k * gemm.batch * gemm.m * gemm.n,
+                # a counter a tile, for tiles down to 16x16 (any launch of the kernel)
+                "counters": gemm.batch * -(-gemm.m // 16) * -(-gemm.n // 16),
+            },
         }
         text = "\n".join([*header, *body_lines])
         epilogue = self.gemm_kernel.epilogue
@@ -165,6 +191,28 @@ class GemmWriter(TritonKernelWriter):
                 start = len(self.lines)
                 self._tile()
                 tile = self.lines[start:]
+        if self.split_k > 1:  # split-K: the tile's place, its K chunk, then the last one's sum
+            place, rest = tile[: self.marks[0] - start], tile[self.marks[1] - start :]
+            header = start - 3  # "if ITERATIONS == 1:", then "pid = pid0", then in_range
+            self.depth = 3
+            chunk_start = len(self.lines)
+            self._split_loop()
+            chunk = self.lines[chunk_start:]
+            del self.lines[chunk_start:]
+            self.depth = 1
+            split = [
+                "    if SPLIT_K > 1:",
+                "        pid = pid0 // SPLIT_K",
+                "        pid_k = pid0 % SPLIT_K",
+                f"        {in_range}",
+                *place,
+                *chunk,
+                "            if arrived == SPLIT_K - 1:",
+                *[f"    {line}" for line in self._split_sum()],
+                *[f"    {line}" for line in rest],
+            ]
+            self.lines[header] = "    elif ITERATIONS == 1:"
+            self.lines[header:header] = split
         if any(config.persistent for config in self.configs):
             with self.block("else:"):  # persistent: the same tile body, for each tile it owns
                 with self.block("for iteration in range(0, ITERATIONS):"):
@@ -186,6 +234,7 @@ class GemmWriter(TritonKernelWriter):
         self.line("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
         self.line("rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
         self.line("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+        self.marks = [len(self.lines), 0]  # the end of the tile's place, the start of its result
         if gemm.conv is not None:
             self._convolution_loop()
         elif self.tma is not None:
@@ -195,6 +244,7 @@ class GemmWriter(TritonKernelWriter):
                 self._product_loop()
         else:
             self._product_loop()
+        self.marks[1] = len(self.lines)
         self._tile_index()
         self.line(f"mmask = (rm < {gemm.m})[:, None]")
         self.line(f"nmask = (rn < {gemm.n})[None, :]")
@@ -203,6 +253,54 @@ class GemmWriter(TritonKernelWriter):
         self._loop_variables()
         for member in self.kernel.members[1:]:
             self._store(member, self.value(member.body, {}))
+
+    def _split_loop(self) -> None:
+        """A split-K program's K chunk (`K_CHUNK` from `pid_k * K_CHUNK`; past K masked),
+        stored as float32 partials, then its arrival at the tile's counter: the program that
+        arrives last (`arrived`) sums the chunks in order and runs the epilogue."""
+        gemm = self.gemm
+        m, n, k = gemm.m, gemm.n, gemm.k
+        self.line(f"ram = rm % {m}")
+        self.line(f"rbn = rn % {n}")
+        self.line("rk = tl.arange(0, BLOCK_K)")
+        self.line("k_start = pid_k * K_CHUNK")
+        self._operand_pointers("a_ptrs", gemm.a, "ram", "rk")
+        self._operand_pointers("b_ptrs", gemm.b, "rk", "rbn")
+        self.line(f"a_ptrs += k_start * {gemm.a.col_stride}")
+        self.line(f"b_ptrs += k_start * {gemm.b.row_stride}")
+        precision = ', input_precision="ieee"' if gemm.dtype == torch.float32 else ""
+        with self.block("for kk in range(0, K_CHUNK, BLOCK_K):"):
+            self.line(f"k_left = {k} - k_start - kk")
+            with self.block(f"if SPLIT_K * K_CHUNK == {k}:"):
+                self.line("a = tl.load(a_ptrs)")
+                self.line("b = tl.load(b_ptrs)")
+            with self.block("else:"):
+                self.line("a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)")
+                self.line("b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)")
+            with self.block("if UPCAST:"):
+                self.line("a = a.to(tl.float32)")
+                self.line("b = b.to(tl.float32)")
+            self.line(f"acc += tl.dot(a, b{precision})")
+            self.line(f"a_ptrs += BLOCK_K * {gemm.a.col_stride}")
+            self.line(f"b_ptrs += BLOCK_K * {gemm.b.row_stride}")
+        self.line(f"split_index = pid_b * {m * n} + rm[:, None] * {n} + rn[None, :]")
+        self.line(f"split_mask = (rm < {m})[:, None] & (rn < {n})[None, :]")
+        partials = f"p_split_partials + pid_k * {gemm.batch * m * n} + split_index"
+        self.line(f"tl.store({partials}, acc, split_mask)")
+        self.line("tl.debug_barrier()  # every thread's partials before the arrival")
+        self.line('arrived = tl.atomic_add(p_split_counters + pid, 1, sem="acq_rel", scope="gpu")')
+
+    def _split_sum(self) -> list[str]:
+        """The last program's sum of a tile's chunks (in chunk order: the same every run),
+        at depth 3; it resets the tile's counter for the next call."""
+        size = self.gemm.batch * self.gemm.m * self.gemm.n
+        return [
+            "            tl.store(p_split_counters + pid, 0)",
+            "            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "            for chunk in tl.static_range(SPLIT_K):",
+            f"                acc += tl.load(p_split_partials + chunk * {size} + split_index, "
+            'split_mask, other=0.0, cache_modifier=".cg")',
+        ]
 
     def _descriptor_loop(self, a: TmaOperand, b: TmaOperand) -> None:
         """The K loop by TMA: blocks at tile coordinates, zeros past the edges."""
