@@ -130,3 +130,24 @@ def test_slower_message_needs_a_measurable_difference() -> None:
     assert slower_message(graph, "f", 1.1e-3, 1.0e-3, 0) is None  # under 1.25x
     assert slower_message(graph, "f", 30e-6, 10e-6, 0) is None  # under 20 µs
     assert "2 graph break(s)" in (slower_message(graph, "f", 2e-3, 1e-3, 2) or "")
+
+
+def slow_cuda_graph_backend(
+    graph: prims.Graph, example_inputs: Sequence[Any], mode: str | None = None
+) -> Callable[..., Any]:
+    return _Slow(graph)
+
+
+def test_graphs_replayed_as_cuda_graphs_are_not_timed() -> None:
+    """Extra replays would overwrite the outputs the user holds (static CUDA graph memory)."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(x) * 2 + 1
+
+    compiled = ember_compile(fn, backend=slow_cuda_graph_backend, mode="reduce-overhead")
+    x = torch.randn(8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            compiled(x)
+    assert not [w for w in caught if issubclass(w.category, PerformanceWarning)]

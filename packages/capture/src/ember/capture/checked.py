@@ -31,6 +31,8 @@ from ember.prims import Graph, Interpreter
 from ember.prims.config import load
 from ember.prims.minify import Failure, FailureKind, clone_inputs, compare, record_failure
 
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
 
 class Frame:
     """What the diagnostics say about the compiled function: its name and line, and how many
@@ -61,6 +63,14 @@ def compile_checked(
     return CheckedGraph(compiled, backend, graph, frame, config)
 
 
+def replays_cuda_graphs(backend: Callable[..., Any]) -> bool:
+    """Whether `backend` was given a mode that replays CUDA graphs (torch.compile's names):
+    its outputs live in the graph's static memory, so timing extra calls would overwrite the
+    results the user holds. Those graphs are not timed."""
+    keywords = getattr(backend, "keywords", None) or {}
+    return keywords.get("mode") in CUDA_GRAPH_MODES
+
+
 class CheckedGraph:
     """A compiled graph's callable that checks its calls until its checks are done."""
 
@@ -79,7 +89,7 @@ class CheckedGraph:
         self.config = config
         self.calls = 0
         self.accuracy_pending = config.accuracy_check and not has_random_ops(graph)
-        self.perf_pending = config.perf_warnings
+        self.perf_pending = config.perf_warnings and not replays_cuda_graphs(backend)
         self.plain = False  # True: every check is done, calls go straight through
 
     def __call__(self, *inputs: Any) -> Any:
