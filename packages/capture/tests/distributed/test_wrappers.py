@@ -3,9 +3,12 @@ torch.nn modules read tensors set as plain attributes (FSDP's parameter views) e
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
+from ember.capture.cache import RecompileLimitWarning
 from ember.capture.compile import compile as ember_compile
 from ember.capture.testing import CompileCounter
 
@@ -57,3 +60,27 @@ def test_a_tensor_set_as_a_plain_attribute_is_a_graph_input() -> None:
         torch.testing.assert_close(got, weight.grad)
         weight.grad = None
     assert counter.frame_count == 1
+
+
+def test_many_hooked_blocks_compile_each_without_hitting_the_cache_limit() -> None:
+    # twelve blocks of one class, each with hooks (as FSDP2 shards them): capture guards on
+    # the module object, so one shared compiled forward would recompile per block and run
+    # the blocks past the cache-size limit (8) eagerly
+    torch.manual_seed(0)
+    blocks = nn.Sequential(*(Two() for _ in range(12)))
+    calls: list[int] = []
+    for index, block in enumerate(blocks):
+        block.register_forward_pre_hook(lambda module, args, index=index: calls.append(index))
+    x = torch.randn(3, 4)
+    expected = blocks(x)
+    calls.clear()
+    counter = CompileCounter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecompileLimitWarning)
+        got = ember_compile(blocks, backend=counter)(x)
+    torch.testing.assert_close(got, expected)
+    assert calls == list(range(12))
+    # every block ran its compiled forward; equal Graphs were compiled once: two, as the
+    # first block's input needs no gradient and the others' do
+    bodies = [g for g in counter.graphs if g.op_counts().get("aten::tanh.default")]
+    assert [g.inputs[0].value.spec.requires_grad for g in bodies] == [False, True]

@@ -16,13 +16,15 @@ from __future__ import annotations
 import sys
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
 from torch import nn
 
 from ember.capture.backends.registry import Backend
 from ember.capture.distributed.buckets import bucketed_backend
+from ember.prims import Graph
 
 CompileModule = Callable[[nn.Module, Backend], nn.Module]
 
@@ -112,7 +114,7 @@ def with_compiled_forward(forward: Any, module: nn.Module) -> nn.Module:
         return known[1]
     cls = type(module)
     namespace = {
-        "forward": forward,
+        "forward": _own_compiled(forward),
         "_ember_original_class": getattr(cls, "_ember_original_class", cls),
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
@@ -121,6 +123,50 @@ def with_compiled_forward(forward: Any, module: nn.Module) -> nn.Module:
     twin.__dict__ = module.__dict__
     _TWINS[module] = (forward, twin)
     return twin
+
+
+# the compiled function of one forward shared by a family -> its backend behind a memo
+_SHARED: weakref.WeakKeyDictionary[Any, SharedBackend] = weakref.WeakKeyDictionary()
+
+
+class SharedBackend:
+    """A backend that compiles each distinct Graph once: the blocks of a model (twelve
+    sharded GPT-2 layers) capture equal Graphs, each under its own cache table."""
+
+    def __init__(self, backend: Backend, code: types.CodeType) -> None:
+        from ember.capture.cache import CACHE
+
+        self.backend = backend
+        self.table = CACHE.table(code)  # registered, so reset() forgets it too
+        self.__name__ = getattr(backend, "__name__", "backend")
+
+    def __call__(self, graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        from ember.capture.guards.kinds import autocast_state
+
+        state = (torch.is_grad_enabled(), autocast_state())
+        known = self.table.compiled_for(graph, state)
+        if known is not None:
+            return known
+        compiled = self.backend(graph, example_inputs)
+        self.table.compiled.append((graph, state, compiled))
+        return compiled
+
+
+def _own_compiled(forward: Any) -> Any:
+    """`forward` (compiled once for a family) compiled again for one module: capture guards
+    on the module object, so one shared function would recompile for every block and, past
+    the cache-size limit (8), run the rest eagerly. Equal Graphs still compile once."""
+    from ember.capture.compile import _compile_function
+
+    state = getattr(forward, "_ember_compiled", None)
+    if state is None:
+        return forward
+    shared = _SHARED.get(state)
+    if shared is None:
+        shared = _SHARED[state] = SharedBackend(state.backend, state.code)
+    return _compile_function(
+        state.fn, shared, state.backend_name, state.fullgraph, state.family, dynamic=state.dynamic
+    )
 
 
 def compiled_wrapper_call(forward: Any, wrapper: nn.Module) -> nn.Module:
