@@ -29,6 +29,16 @@ from pathlib import Path
 from typing import Any
 
 SUITE = ("hf_resnet", "hf_vit", "hf_gpt2", "hf_bert", "hf_llama")
+_DEADLINE: list[float] = []  # perf_counter() by which every child must have ended (--deadline)
+
+
+def _limit(timeout: float) -> float:
+    """A child's time limit: `timeout`, or what is left before the deadline."""
+    if not _DEADLINE:
+        return timeout
+    return min(timeout, _DEADLINE[0] - time.perf_counter())
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # The loading process: ember and torch only (and, for `aot`, no triton and no compilers).
@@ -118,6 +128,9 @@ def export_case(name: str, size: str, device: str, folder: str, aot: bool) -> di
 
 def _run_child(command: list[str], timeout: float) -> list[dict[str, Any]]:
     """The RESULT lines of a child process, or one row with its error output."""
+    timeout = _limit(timeout)
+    if timeout < 5:
+        return [{"error": "skipped: the --deadline has passed"}]
     try:
         result = subprocess.run(
             command, capture_output=True, text=True, env=_environment(), timeout=timeout, cwd=ROOT
@@ -273,15 +286,21 @@ def warm(
                 environment = {"EMBER_CACHE_DIR": cache, "TORCHINDUCTOR_CACHE_DIR": cache,
                                "TRITON_CACHE_DIR": os.path.join(cache, "triton")}  # fmt: skip
                 begin = time.perf_counter()
-                result = subprocess.run(
-                    command, capture_output=True, text=True, cwd=ROOT, timeout=timeout,
-                    env={**_environment(), **environment},
-                )  # fmt: skip
+                limit = _limit(timeout)
+                parsed: dict[str, Any] = {"error": "skipped: the --deadline has passed"}
+                try:
+                    if limit >= 5:
+                        result = subprocess.run(
+                            command, capture_output=True, text=True, cwd=ROOT, timeout=limit,
+                            env={**_environment(), **environment},
+                        )  # fmt: skip
+                        parsed = {"error": (result.stderr or result.stdout)[-1500:]}
+                        for line in result.stdout.splitlines():
+                            if line.startswith("RESULT "):
+                                parsed = json.loads(line[len("RESULT ") :])
+                except subprocess.TimeoutExpired:
+                    parsed = {"error": f"timed out after {limit:.0f} s"}
                 process = time.perf_counter() - begin
-                parsed: dict[str, Any] = {"error": (result.stderr or result.stdout)[-1500:]}
-                for line in result.stdout.splitlines():
-                    if line.startswith("RESULT "):
-                        parsed = json.loads(line[len("RESULT ") :])
                 row = {"model": name, "backend": backend, "start": attempt,
                        "process_s": round(process, 2), **parsed}  # fmt: skip
                 rows.append(row)
@@ -323,7 +342,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--together", action="store_true", help="one process per side for all models"
     )
+    parser.add_argument("--deadline", type=float, default=None, help="seconds all children get")
     args = parser.parse_args(argv)
+    if args.deadline is not None:
+        _DEADLINE.append(time.perf_counter() + args.deadline)
     if args.command == "roundtrip":
         roundtrip(args.models.split(","), args.size, args.device,
                   args.backends or "eager,inductor", False, args.timeout, args.together)  # fmt: skip
