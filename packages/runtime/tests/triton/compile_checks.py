@@ -141,6 +141,26 @@ def one_worker_compiles_in_process(root: Path) -> None:
     assert _compiles(lambda: compile_kernels(kernels, SM90, workers=1)) == [False]
 
 
+def warm_process_starts_no_worker(root: Path) -> None:
+    """Variants compiled once (by workers, here) are compiled in-process from Triton's cache
+    by kernels made afresh, as a new process makes them: no worker starts."""
+    import ember.runtime.triton.compile_pool as pool
+
+    compile_kernels(_kernels(ArtifactCache(root), "4.0"), SM90, workers=2)
+    fresh = _kernels(ArtifactCache(root), "4.0")  # the same sources: the same variants
+    warm = pool._warm
+
+    def no_workers(*args: object) -> None:
+        raise AssertionError("a warm compile started workers")
+
+    pool._warm = no_workers  # type: ignore[assignment]
+    try:
+        seen = _compiles(lambda: compile_kernels(fresh, SM90, workers=2))
+    finally:
+        pool._warm = warm
+    assert seen == [True, True, True], seen
+
+
 def broken_kernel_raises_here(root: Path) -> None:
     cache = ArtifactCache(root)
     broken = load_triton_module(POINTWISE.replace("a * 2 + b", "a * 2 + undefined_name"), cache)
@@ -168,6 +188,7 @@ CHECKS = {
         cpu_tensor_is_explained,
         workers_warm_the_cache,
         one_worker_compiles_in_process,
+        warm_process_starts_no_worker,
         broken_kernel_raises_here,
     )
 }

@@ -1,5 +1,5 @@
 """`compile_kernels`: worker processes fill Triton's cache and the compiling process then only
-hits it; one worker compiles in-process; a kernel that does not compile raises the compiler's
+hits it; one worker compiles in-process; a warm process starts no worker; a kernel that does not compile raises the compiler's
 error in the caller. The compiling checks run in a process that compiles (compile_checks.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ from ember.runtime.triton.compile_pool import worker_count  # noqa: E402
 
 from .compiling import run_compile_checks  # noqa: E402
 
-CHECKS = ("workers_warm_the_cache", "one_worker_compiles_in_process", "broken_kernel_raises_here")
+CHECKS = (
+    "workers_warm_the_cache",
+    "one_worker_compiles_in_process",
+    "warm_process_starts_no_worker",
+    "broken_kernel_raises_here",
+)
 
 
 def test_compile_kernels(tmp_path: Path) -> None:

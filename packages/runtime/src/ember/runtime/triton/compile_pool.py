@@ -5,13 +5,16 @@ this process that follow are cache hits (same `ASTSource`, same key). Worker cou
 `workers` argument, else `EMBER_COMPILE_THREADS`, else one per CPU; one worker, one job, or
 (unless `workers` is given) fewer than four jobs compile in this process. A progress bar
 appears when compiling takes over 2 s. Workers stay alive between calls (a training step
-compiles a forward and a backward graph) and exit with this process.
+compiles a forward and a backward graph) and exit with this process. A variant that compiled
+once leaves a marker in the ember cache, so a warm process compiles it here, from Triton's
+cache, without starting a worker.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import os
 import queue
@@ -23,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ember.prims import write_atomically
 from ember.prims.config import load
 from ember.prims.logs import layer_logger
 from ember.runtime.config import RuntimeConfig
@@ -71,19 +75,38 @@ def compile_kernels(
                 (
                     kernel.variant(config, aligned=True, target=target),
                     triton_cache_dir(kernel.cache),
-                )
+                ): kernel.cache.root
                 for kernel, config in jobs
             }
-            progress.total = len(variants)
-            _warm(sorted(variants, key=repr), min(count, len(variants)), progress)
+            # a warm start: variants an earlier process compiled are Triton cache hits here,
+            # so they start no worker (16 workers importing triton cost seconds)
+            cold = [job for job, root in variants.items() if not _marker(job, root).exists()]
+            progress.total = len(cold)
+            if cold:
+                _warm(sorted(cold, key=repr), min(count, len(cold)), progress)
             for kernel, config in jobs:
                 kernel.compile(config, aligned=True, target=target)  # cache hits now
+            for job, root in variants.items():
+                marker = _marker(job, root)
+                if not marker.exists():
+                    with contextlib.suppress(OSError):
+                        write_atomically(marker, b"")
         else:
             for kernel, config in jobs:
                 kernel.compile(config, aligned=True, target=target)
                 progress.advance()
     finally:
         progress.close()
+
+
+def _marker(job: tuple[Variant, str | None], root: Path) -> Path:
+    """The file that says `job` compiled in some process into its Triton cache (keyed by the
+    variant, that cache's folder and Triton's version): later processes hit the cache."""
+    import triton
+
+    variant, cache_dir = job
+    text = json.dumps([variant.to_json(), cache_dir, str(triton.__version__)])
+    return root / "triton" / "compiled" / hashlib.sha256(text.encode()).hexdigest()
 
 
 def worker_count(requested: int | None, jobs: int) -> int:
