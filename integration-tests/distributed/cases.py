@@ -224,8 +224,15 @@ def fsdp2_cases(rank: int) -> dict[str, Any]:
             block.forward = capture.compile(block.forward, backend=backend)
         return model
 
+    def swapped(backend: Counting) -> nn.Module:
+        model = sharded()
+        for index, block in enumerate(model.blocks):  # the compiled twin replaces the block
+            model.blocks[index] = capture.compile(block, backend=backend)
+        return model
+
     results["fsdp2_whole"] = _compare(eager_record, whole, _named, rank)
     results["fsdp2_blocks"] = _compare(eager_record, blocks, _named, rank)
+    results["fsdp2_swapped"] = _compare(eager_record, swapped, _named, rank)
     return results
 
 
