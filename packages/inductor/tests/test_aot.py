@@ -105,3 +105,55 @@ def test_damaged_library_is_refused(tmp_path: Path) -> None:
     library.write_bytes(library.read_bytes()[:-16])
     with pytest.raises(AotPackageError, match="damaged"):
         load_package(folder)
+
+
+CUDA_PACKAGE = textwrap.dedent(
+    """
+    import dataclasses, json, sys, torch
+    from ember.inductor.aot import AotPackageError, aot_compile, load_package
+    from ember.prims import ExportedProgram, GraphInput, InputKind, TensorSpec, TreeSpec, Value, trace
+    cuda = torch.device("cuda", 0)
+    def on_cuda(value):
+        return Value(value.name, dataclasses.replace(value.spec, device=cuda))
+    weight = torch.randn(8, 16)
+    traced = trace(lambda x, w: torch.nn.functional.gelu(x @ w.t()).softmax(-1), torch.randn(4, 16), weight)
+    for node in traced.nodes:  # the same program as a CUDA one: no GPU is needed to build it
+        node.outputs = [on_cuda(o) if isinstance(o, Value) else o for o in node.outputs]
+    graph = dataclasses.replace(
+        traced,
+        inputs=[GraphInput(on_cuda(traced.inputs[0].value)),
+                GraphInput(on_cuda(traced.inputs[1].value), InputKind.PARAMETER, "w")],
+        in_spec=TreeSpec("tuple", (TreeSpec("tuple", (TreeSpec("leaf"),)), TreeSpec("dict"))),
+        input_leaves=[traced.input_leaves[0]],
+    )
+    folder = aot_compile(ExportedProgram(graph, {"w": weight}), sys.argv[1], targets=[90, 80])
+    plan = json.loads((folder / "aot" / "plan.json").read_text())
+    try:
+        load_package(folder)
+    except AotPackageError as error:
+        print("REFUSED", error)
+    print("PLAN " + json.dumps(plan["gpus"]))
+    """
+)
+
+
+def test_cuda_packages_build_cubins_per_target_without_a_gpu(tmp_path: Path) -> None:
+    environment = {**os.environ, "TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run(
+        [sys.executable, "-c", CUDA_PACKAGE, str(tmp_path / "pkg")],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "REFUSED the package holds CUDA kernels, but this process sees no GPU" in result.stdout
+    gpus = json.loads(result.stdout.split("PLAN ", 1)[1])
+    assert sorted(gpus) == ["sm_80", "sm_90"]
+    for arch in gpus.values():
+        assert arch["kernels"]
+        for kernel in arch["kernels"].values():
+            assert all(kind.startswith("*") or kind == "i64" for _, kind in kernel["signature"])
+            for variant in kernel["variants"].values():
+                cubin = (tmp_path / "pkg" / "aot" / variant["file"]).read_bytes()
+                assert cubin[:4] == b"\x7fELF" and variant["num_warps"] >= 1
