@@ -534,6 +534,79 @@ def run_tree() -> dict[str, Any]:
     return row
 
 
+# ---- the host cost of the extern ops the suite calls ------------------------------------------
+
+
+def _enqueue_us(call: Callable[[], Any], calls: int = 200) -> dict[str, float]:
+    """Host microseconds a call (`calls` back to back, no synchronize: while the GPU keeps up
+    with less, the loop's time is the host's) and the GPU's (the loop plus the drain)."""
+    for _ in range(20):
+        call()
+    _sync()
+    samples, totals = [], []
+    for _ in range(5):
+        begin = time.perf_counter()
+        for _ in range(calls):
+            call()
+        queued = time.perf_counter()
+        _sync()
+        samples.append((queued - begin) / calls * 1e6)
+        totals.append((time.perf_counter() - begin) / calls * 1e6)
+    return {"host_us": round(min(samples), 1), "wall_us": round(min(totals), 1)}
+
+
+def _linear_rows(label: str, m: int, k: int, n: int) -> dict[str, Any]:
+    aten, bf16 = torch.ops.aten, torch.bfloat16
+    x = torch.randn(m, k, device=DEVICE, dtype=bf16)
+    w = torch.randn(k, n, device=DEVICE, dtype=bf16)
+    bias = torch.randn(n, device=DEVICE, dtype=bf16)
+    addmm, mm, add = aten.addmm.default._op, aten.mm.default._op, aten.add.Tensor._op
+    return {
+        f"{label} addmm": _enqueue_us(lambda: addmm(bias, x, w)),
+        f"{label} mm": _enqueue_us(lambda: mm(x, w)),
+        f"{label} mm + add": _enqueue_us(lambda: add(mm(x, w), bias)),
+        f"{label} torch.addmm": _enqueue_us(lambda: torch.addmm(bias, x, w)),
+    }
+
+
+def run_externs() -> dict[str, Any]:
+    """Host cost per call of the extern ops of the suite at its shapes (bf16): GPT-2's and
+    BERT's linear layers as `addmm` (cuBLASLt with a bias epilogue) against `mm` and `mm`
+    plus a separate bias add, ResNet-50's 3x3 convolution through `convolution` and through
+    `cudnn_convolution`, each through the overload's dispatcher entry as the wrapper calls it."""
+    aten = torch.ops.aten
+    rows: dict[str, Any] = {}
+    bf16 = torch.bfloat16
+    big = DEVICE.type == "cuda"  # the suite's shapes; on the CPU (trying the script) small ones
+    shapes = {"gpt2 c_attn": (4096, 768, 2304)} if big else {}
+    for label, (m, k, n) in {**shapes, "small": (64, 64, 64)}.items():
+        rows.update(_linear_rows(label, m, k, n))
+    x = torch.randn(
+        32 if big else 1, 64, 56 if big else 8, 56 if big else 8, device=DEVICE, dtype=bf16
+    ).to(memory_format=torch.channels_last)
+    w = torch.randn(64, 64, 3, 3, device=DEVICE, dtype=bf16).to(memory_format=torch.channels_last)
+    convolution = aten.convolution.default._op
+    rows["resnet conv3x3 convolution"] = _enqueue_us(
+        lambda: convolution(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    )
+    if DEVICE.type == "cuda":
+        cudnn = aten.cudnn_convolution.default._op
+        rows["resnet conv3x3 cudnn_convolution"] = _enqueue_us(
+            lambda: cudnn(x, w, [1, 1], [1, 1], [1, 1], 1, False, False, True)
+        )
+    empty = torch.empty_strided
+    rows["empty_strided 1 MB"] = _enqueue_us(
+        lambda: empty((512, 512), (512, 1), dtype=torch.float32, device=DEVICE), 2000
+    )
+    base = torch.empty(1 << 20, device=DEVICE)
+    rows["as_strided"] = _enqueue_us(lambda: base.as_strided((512, 512), (512, 1), 0), 2000)
+    for name, row in rows.items():
+        print(
+            f"{name:36s} host {row['host_us']:7.1f} us   wall {row['wall_us']:7.1f} us", flush=True
+        )
+    return rows
+
+
 # ---- the issue's "Done when" on the suite: default-mode overhead, reduce-overhead memory --------
 
 SUITE_MODELS = ("hf_resnet", "hf_vit", "hf_gpt2", "hf_bert", "hf_llama")
@@ -1081,7 +1154,8 @@ def main() -> None:
     global DEVICE
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "what", choices=("gpt2", "train", "profile", "host", "tree", "suite", "worker")
+        "what",
+        choices=("gpt2", "train", "profile", "host", "tree", "suite", "worker", "externs"),
     )
     parser.add_argument("--model", default="hf_gpt2")
     parser.add_argument("--size", default="small")
@@ -1118,6 +1192,8 @@ def main() -> None:
         result = run_tree()
     elif arguments.what == "host":
         result = run_host(arguments.layers)
+    elif arguments.what == "externs":
+        result = run_externs()
     elif arguments.what == "train":
         result = run_train(arguments.model, arguments.size, arguments.steps, arguments.variants)
     else:
