@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-for source in ("src", *(f"packages/{p}/src" for p in ("prims", "capture", "autodiff"))):
+LAYERS = ("prims", "capture", "autodiff", "inductor", "runtime")
+for source in ("src", *(f"packages/{p}/src" for p in LAYERS)):
     if str(ROOT / source) not in sys.path:
         sys.path.insert(0, str(ROOT / source))
 
@@ -204,15 +205,35 @@ class _Counting:
     """ember's backend behind a counter of the Graphs it is handed."""
 
     def __init__(self, name: str) -> None:
-        from ember.capture import lookup_backend
-
-        self.inner = lookup_backend(name)
+        self.inner = _backend(name)
         self.graphs = 0
         self.__name__ = name
 
     def __call__(self, graph: Any, example_inputs: Sequence[Any]) -> Any:
         self.graphs += 1
         return self.inner(graph, example_inputs)
+
+
+# ember's backends by module, for a source tree without installed entry points (the GPU box)
+_BACKEND_MODULES = {
+    "inductor": ("ember.inductor.backend", "inductor"),
+    "aot_eager": ("ember.autodiff.aot", "aot_eager"),
+    "eager": ("ember.capture.backends.eager", "eager"),
+}
+
+
+def _backend(name: str) -> Any:
+    from ember.capture import BackendNotFound, lookup_backend
+
+    try:
+        return lookup_backend(name)
+    except BackendNotFound:
+        if name not in _BACKEND_MODULES:
+            raise
+        import importlib
+
+        module, attribute = _BACKEND_MODULES[name]
+        return getattr(importlib.import_module(module), attribute)
 
 
 def _wrap(
@@ -256,7 +277,9 @@ def run_case(
     cap_mb = options.bucket_cap_mb if options.bucket_cap_mb else (0.01 if options.tiny else None)
     wrapped = _wrap(model, wrapper, device, bf16, cap_mb)
     compiled, counting = _compile(wrapped, mode, options.backend)
-    optimizer = torch.optim.AdamW(wrapped.parameters(), lr=1e-4, fused=device.type == "cuda")
+    # fused AdamW on GPU for DDP's plain tensors; FSDP2's DTensor shards take foreach
+    fused = device.type == "cuda" and wrapper == "ddp"
+    optimizer = torch.optim.AdamW(wrapped.parameters(), lr=1e-4, fused=fused, foreach=not fused)
     generator = torch.Generator(device=device).manual_seed(rank)
     ids = torch.randint(
         0, size.vocab, (size.batch, size.context), device=device, generator=generator
