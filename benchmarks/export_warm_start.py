@@ -159,14 +159,16 @@ def roundtrip(models: list[str], size: str, device: str, backends: str, aot: boo
             exporter = [sys.executable, "-m", "benchmarks.export_warm_start", "_export",
                         size, device, mode, *[f"{n}={f}" for n, f in zip(group, folders)]]  # fmt: skip
             exported = {row.get("folder"): row for row in _run_child(exporter, timeout)}
-            ready = [folder for folder in folders if folder in exported]
+            ready = [f for f in folders if f in exported and "error" not in exported[f]]
             loaded: dict[str | None, dict[str, Any]] = {}
             if ready:
                 loader = [sys.executable, "-c", LOADER, mode, device, backends, *ready]
                 loaded = {row.get("folder"): row for row in _run_child(loader, timeout)}
             for name, folder in zip(group, folders):
-                if folder not in exported:
-                    error = exported.get(None, {}).get("error", "not exported")
+                if folder not in exported or "error" in exported[folder]:
+                    error = exported.get(folder, exported.get(None, {})).get(
+                        "error", "not exported"
+                    )
                     row = {"model": name, "mode": mode, "error": error}
                 elif folder not in loaded:
                     error = loaded.get(None, {}).get("error", "not loaded")
@@ -324,7 +326,10 @@ def main(argv: list[str] | None = None) -> None:
         size, device, mode = argv[1:4]
         for pair in argv[4:]:
             name, folder = pair.split("=", 1)
-            row = export_case(name, size, device, folder, mode == "aot")
+            try:
+                row = export_case(name, size, device, folder, mode == "aot")
+            except Exception as error:  # noqa: BLE001 - the next model still runs
+                row = {"error": f"{type(error).__name__}: {error}"[-1500:]}
             print("RESULT " + json.dumps({"folder": folder, **row}), flush=True)
         return
     if argv and argv[0] == "_step":

@@ -138,13 +138,16 @@ def _cubins(
 ) -> dict[str, Any]:
     from triton.backends.compiler import GPUTarget
 
-    from ember.runtime import TritonKernel
+    from ember.runtime import TritonKernel, compile_kernels
     from ember.runtime.cubin.kernel import supported_type
 
     kernels = backend.load(module, ArtifactCache())
     gpus: dict[str, Any] = {}
     for arch in targets:
         target = GPUTarget("cuda", arch, 32)
+        launched = [kernel for kernel in kernels.values() if isinstance(kernel, TritonKernel)]
+        # both variants of every kernel, in compile workers; the loop below hits the cache
+        compile_kernels(launched, target, aligned=(True, False))
         table: dict[str, Any] = {}
         for name, kernel in kernels.items():
             if not isinstance(kernel, TritonKernel):

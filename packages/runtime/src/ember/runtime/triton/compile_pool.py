@@ -50,13 +50,15 @@ def compile_kernels(
     target: Any = None,
     workers: int | None = None,
     *,
+    aligned: Sequence[bool] = (True,),
     progress_threshold: float = 2.0,
     stream: TextIO | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
-    """Compile every config each kernel will use (the aligned variant) for `target` (default:
-    the current CUDA device). Nothing to do without a GPU and no target, or when the kernels
-    run in the Triton interpreter (their module was imported with `TRITON_INTERPRET=1`)."""
+    """Compile every config each kernel will use (the aligned variant; `aligned=(True, False)`
+    adds the unaligned one, which ahead-of-time packages carry) for `target` (default: the
+    current CUDA device). Nothing to do without a GPU and no target, or when the kernels run
+    in the Triton interpreter (their module was imported with `TRITON_INTERPRET=1`)."""
     kernels = list(kernels)
     if not kernels or interpreting(kernels[0].function):
         return
@@ -66,17 +68,22 @@ def compile_kernels(
         if not torch.cuda.is_available():
             return
         target = cuda_target()
-    jobs = [(kernel, config) for kernel in kernels for config in kernel.planned_configs()]
+    jobs = [
+        (kernel, config, flag)
+        for kernel in kernels
+        for config in kernel.planned_configs()
+        for flag in aligned
+    ]
     count = worker_count(workers, len(jobs))
     progress = Progress(len(jobs), threshold=progress_threshold, stream=stream, clock=clock)
     try:
         if count > 1:
             variants = {  # kernels that share a variant compile it once
                 (
-                    kernel.variant(config, aligned=True, target=target),
+                    kernel.variant(config, aligned=flag, target=target),
                     triton_cache_dir(kernel.cache),
                 ): kernel.cache.root
-                for kernel, config in jobs
+                for kernel, config, flag in jobs
             }
             # a warm start: variants an earlier process compiled are Triton cache hits here,
             # so they start no worker (16 workers importing triton cost seconds)
@@ -84,16 +91,16 @@ def compile_kernels(
             progress.total = len(cold)
             if cold:
                 _warm(sorted(cold, key=repr), min(count, len(cold)), progress)
-            for kernel, config in jobs:
-                kernel.compile(config, aligned=True, target=target)  # cache hits now
+            for kernel, config, flag in jobs:
+                kernel.compile(config, aligned=flag, target=target)  # cache hits now
             for job, root in variants.items():
                 marker = _marker(job, root)
                 if not marker.exists():
                     with contextlib.suppress(OSError):
                         write_atomically(marker, b"")
         else:
-            for kernel, config in jobs:
-                kernel.compile(config, aligned=True, target=target)
+            for kernel, config, flag in jobs:
+                kernel.compile(config, aligned=flag, target=target)
                 progress.advance()
     finally:
         progress.close()
