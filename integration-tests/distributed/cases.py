@@ -75,14 +75,19 @@ def _train(
     params: Callable[[], list[tuple[str, torch.Tensor]]],
     rank: int,
     backend: Counting | None = None,
+    accumulate: bool = False,
 ) -> dict[str, Any]:
     """Three SGD steps; losses, gradients and parameters (full tensors) after each step, and
-    how many Graphs `backend` had been handed after each step (to see recompiles)."""
+    how many Graphs `backend` had been handed after each step (to see recompiles). With
+    `accumulate`, each step first accumulates a micro-batch under DDP's no_sync()."""
     optimizer = torch.optim.SGD([p for _, p in params()], lr=0.05, momentum=0.9)
     record: dict[str, Any] = {"loss": [], "grads": [], "params": [], "graphs": []}
     for step in range(STEPS):
         x, target = _inputs(rank, step)
         optimizer.zero_grad(set_to_none=True)
+        if accumulate:
+            with model.no_sync():  # type: ignore[attr-defined]
+                torch.nn.functional.mse_loss(model(x * 0.5), target).backward()
         loss = torch.nn.functional.mse_loss(model(x), target)
         loss.backward()
         record["loss"].append(loss.detach().clone())
@@ -163,6 +168,22 @@ def ddp_cases(rank: int) -> dict[str, Any]:
             "ember_buckets": len(set(bucket_of(ddp).values())),
             "order": order,
             "logged": {k: v for k, v in logged.items() if "bucket" in k},
+        }
+    # DDP's options: gradients as views of the buckets, and accumulation under no_sync()
+    # (eager DDP's static_graph fails an internal assert under no_sync: no accumulation)
+    for name, options, accumulate in (
+        ("ddp_bucket_view", {"gradient_as_bucket_view": True}, True),
+        ("ddp_static_graph", {"static_graph": True}, False),
+        ("ddp_unused_search", {"find_unused_parameters": True}, True),
+    ):
+        eager = DDP(copy.deepcopy(base), bucket_cap_mb=0.01, **options)
+        ddp = DDP(copy.deepcopy(base), bucket_cap_mb=0.01, **options)
+        backend = Counting("aot_eager")
+        compiled = capture.compile(ddp, backend=backend)
+        results[name] = {
+            "eager": _train(eager, _named(eager.module), rank, accumulate=accumulate),
+            "ember": _train(compiled, _named(ddp.module), rank, backend, accumulate=accumulate),
+            "graphs": len(backend.graphs),
         }
     # DDP called inside a compiled function (a compiled training step): capture breaks at
     # the DDP call and runs DDP's forward around its wrapped module, compiled and split

@@ -64,7 +64,14 @@ def _assert_same_training(case: str, result: dict[str, Any]) -> None:
 
 def test_ddp_matches_eager_and_splits_at_buckets(tmp_path: Path) -> None:
     for rank, results in enumerate(_spawn(["ddp"], tmp_path)):
-        for case in ("ddp_small_buckets", "ddp_one_bucket", "ddp_in_function"):
+        for case in (
+            "ddp_small_buckets",
+            "ddp_one_bucket",
+            "ddp_in_function",
+            "ddp_bucket_view",
+            "ddp_static_graph",
+            "ddp_unused_search",
+        ):
             _assert_same_training(case, results[case])
         small, one = results["ddp_small_buckets"], results["ddp_one_bucket"]
         # one Graph per bucket DDP all-reduces (its own rebuilt buckets, from bucket_cap_mb)
