@@ -114,12 +114,15 @@ class CheckedGraph:
 
     def _checked_call(self, inputs: tuple[Any, ...]) -> Any:
         self.calls += 1
-        copies = clone_inputs(inputs) if self.config.repro != "off" or self.accuracy_pending else []
+        # copies before the call only for the accuracy check; a repro of a runtime error
+        # takes the inputs as the failed call left them (no copy on every call)
+        copies = clone_inputs(inputs) if self.accuracy_pending else []
         try:
             result = self.compiled(*inputs)
         except Exception as error:
             failure = Failure(FailureKind.RUNTIME, type(error).__name__, str(error))
-            directory = _record(self.config, self.backend, self.graph, copies, failure)
+            given = copies or clone_inputs(inputs)
+            directory = _record(self.config, self.backend, self.graph, given, failure)
             _note(error, "running", self.graph, self.frame, directory)
             raise
         if self.accuracy_pending:
