@@ -126,6 +126,12 @@ def _attention(x: torch.Tensor, w: torch.Tensor, mask: torch.Tensor) -> torch.Te
     return out.transpose(1, 2).reshape(batch, length, width) + x
 
 
+def _variances(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # the unbiased variance divides by a size expression: 1/(s0*s1 - 1) raised
+    # "index power" in the C++ printer (OpInfo native_batch_norm, instance_norm, dynamic=True)
+    return x.var(dim=(0, 2)), torch.nn.functional.instance_norm(x)
+
+
 def _causal(n: int) -> torch.Tensor:
     return torch.tril(torch.ones(n, n)).bool()
 
@@ -156,6 +162,12 @@ SYMBOLIC_CASES: dict[str, tuple[Callable[..., Any], Callable[[int], tuple[torch.
         lambda n: (torch.randn(1 + n % 3, n, 8), torch.randn(8, 24), _causal(32)),
         ((0, 1), (), ()),
         (5, 3, 16, 32),
+    ),
+    "variances": (
+        _variances,
+        lambda n: (torch.randn(n, 3, 9 - n % 4),),
+        ((0, 2),),
+        (4, 2, 5),
     ),
 }  # fmt: skip
 

@@ -88,13 +88,30 @@ def clone(ctx: LoweringContext, a: TensorValue, **_: Any) -> Lazy:
     return pointwise(ctx, [a], lambda x: x)
 
 
+def _size_value(value: sympy.Expr, dtype: torch.dtype) -> body.BodyValue:
+    """A fill value computed from sizes: an integer expression as an index, a ratio of two
+    (a variance's `1/(s0*s2 - 1)`) as a floating division of them."""
+    if value.is_integer:
+        return body.index_expr(value, dtype)
+    numerator, denominator = sympy.fraction(sympy.together(value))
+    integral = all(
+        part.is_integer and all(c.is_Integer for c in part.as_coefficients_dict().values())
+        for part in (numerator, denominator)
+    )
+    if not (dtype.is_floating_point and integral):
+        raise Unlowerable(f"a fill value {value} over sizes that is not a ratio of integers")
+    return body.binary(
+        "div", body.index_expr(numerator, dtype), body.index_expr(denominator, dtype)
+    )
+
+
 @lowers("prims::full")
 def full(ctx: LoweringContext, shape: Sequence[Any], value: Any, **_: Any) -> Lazy:
     spec = ctx.output_spec()
     size = tuple(as_expr(s) for s in spec.shape)
     dtype = spec.dtype
     if isinstance(value, sympy.Basic):
-        element = body.index_expr(sympy.sympify(value), dtype)
+        element = _size_value(sympy.sympify(value), dtype)
         return lazy(dtype, size, lambda index: element, [], ctx.origin())
     if isinstance(value, complex):
         raise Unlowerable("complex fill value")
