@@ -127,7 +127,7 @@ class Recorder:
         self.stopped = time.time()
 
     def on_log(self, record: logging.LogRecord) -> None:
-        topic = next(t for t in LISTENED if TOPICS[t].logger == record.name)
+        topic = next((t for t in LISTENED if record.name.startswith(TOPICS[t].logger)), "graphs")
         args = record.args if isinstance(record.args, tuple) else ()
         with self._lock:
             if topic == "perf_hints":
