@@ -128,8 +128,9 @@ def _attention(x: torch.Tensor, w: torch.Tensor, mask: torch.Tensor) -> torch.Te
 
 def _variances(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # the unbiased variance divides by a size expression: 1/(s0*s1 - 1) raised
-    # "index power" in the C++ printer (OpInfo native_batch_norm, instance_norm, dynamic=True)
-    return x.var(dim=(0, 2)), torch.nn.functional.instance_norm(x)
+    # "index power" in the C++ printer (OpInfo native_batch_norm, instance_norm, dynamic=True),
+    # and so did attention's scale `s**-0.25` (scaled_dot_product_attention)
+    return x.var(dim=(0, 2)), torch.nn.functional.instance_norm(x), x * x.shape[2] ** -0.25
 
 
 def _causal(n: int) -> torch.Tensor:

@@ -89,20 +89,34 @@ def clone(ctx: LoweringContext, a: TensorValue, **_: Any) -> Lazy:
 
 
 def _size_value(value: sympy.Expr, dtype: torch.dtype) -> body.BodyValue:
-    """A fill value computed from sizes: an integer expression as an index, a ratio of two
-    (a variance's `1/(s0*s2 - 1)`) as a floating division of them."""
+    """A fill value computed from sizes: an integer expression as an index; in a floating
+    dtype, other expressions (a variance's `1/(s0*s2 - 1)`, attention's scale `s2**-0.25`)
+    as floating arithmetic over integer index expressions."""
     if value.is_integer:
         return body.index_expr(value, dtype)
-    numerator, denominator = sympy.fraction(sympy.together(value))
-    integral = all(
-        part.is_integer and all(c.is_Integer for c in part.as_coefficients_dict().values())
-        for part in (numerator, denominator)
-    )
-    if not (dtype.is_floating_point and integral):
-        raise Unlowerable(f"a fill value {value} over sizes that is not a ratio of integers")
-    return body.binary(
-        "div", body.index_expr(numerator, dtype), body.index_expr(denominator, dtype)
-    )
+    if not dtype.is_floating_point:
+        raise Unlowerable(f"a fill value {value} over sizes in {dtype}")
+    return _floating(value, dtype)
+
+
+def _floating(value: sympy.Expr, dtype: torch.dtype) -> body.BodyValue:
+    if value.is_integer:
+        return body.index_expr(value, dtype)
+    if value.is_Number:
+        return body.constant(float(value), dtype)
+    if isinstance(value, (sympy.Add, sympy.Mul)):
+        op = "add" if isinstance(value, sympy.Add) else "mul"
+        parts = [_floating(arg, dtype) for arg in value.args]
+        result = parts[0]
+        for part in parts[1:]:
+            result = body.binary(op, result, part)
+        return result
+    if isinstance(value, sympy.Pow) and value.exp.is_Number:
+        base = _floating(value.base, dtype)
+        if value.exp == -1:
+            return body.binary("div", body.constant(1.0, dtype), base)
+        return body.binary("pow", base, body.constant(float(value.exp), dtype))
+    raise Unlowerable(f"a fill value {value} over sizes")
 
 
 @lowers("prims::full")
