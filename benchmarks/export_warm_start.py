@@ -135,8 +135,11 @@ def _run_child(command: list[str], timeout: float) -> list[dict[str, Any]]:
         result = subprocess.run(
             command, capture_output=True, text=True, env=_environment(), timeout=timeout, cwd=ROOT
         )
-    except subprocess.TimeoutExpired:
-        return [{"error": f"timed out after {timeout:.0f} s"}]
+    except subprocess.TimeoutExpired as expired:  # keep what finished before the limit
+        output = expired.stdout or b""
+        text = output.decode(errors="replace") if isinstance(output, bytes) else output
+        done = [json.loads(line[7:]) for line in text.splitlines() if line.startswith("RESULT ")]
+        return [*done, {"error": f"timed out after {timeout:.0f} s"}]
     rows = [
         json.loads(line[7:]) for line in result.stdout.splitlines() if line.startswith("RESULT ")
     ]
