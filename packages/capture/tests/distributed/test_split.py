@@ -10,7 +10,13 @@ import torch
 from torch import nn
 
 from ember.capture.compile import compile as ember_compile
-from ember.capture.distributed import SplitGraph, bucket_starts, bucketed_backend, split_graph
+from ember.capture.distributed import (
+    SplitGraph,
+    bucket_starts,
+    bucketed_backend,
+    split_graph,
+    without_cross_mutation,
+)
 from ember.capture.testing import CompileCounter, TinyDecoder
 from ember.prims import Graph, Interpreter
 
@@ -104,3 +110,35 @@ def test_bucketed_backend_compiles_a_graph_per_bucket(cap: int, graphs: int) -> 
     assert counter.frame_count == graphs
     for got, expected in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(got.grad, expected.grad)
+
+
+class Accumulates(nn.Module):
+    """Four linears; the first's output is written in place (directly, or through a view)
+    after the last has run, or replaced out of place."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+        self.layers = nn.ModuleList(nn.Linear(16, 16) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.layers[0](x)
+        c = self.layers[3](self.layers[2](self.layers[1](torch.relu(a))))
+        if self.how == "in place":
+            a += c
+        elif self.how == "view":
+            a[:, :8] += c[:, :8]
+        else:
+            a = a + c
+        return a
+
+
+@pytest.mark.parametrize(("how", "cuts"), [("in place", 0), ("view", 0), ("out of place", 3)])
+def test_no_cut_between_a_value_and_a_later_write_to_it(how: str, cuts: int) -> None:
+    torch.manual_seed(0)
+    model = Accumulates(how)
+    graph, inputs = _captured(model, torch.randn(2, 16))
+    buckets = {id(p): index // 2 for index, p in enumerate(model.parameters())}
+    starts = bucket_starts(graph, inputs, buckets)
+    assert len(starts) == 3  # a piece per layer
+    assert len(without_cross_mutation(graph, starts)) == cuts

@@ -13,7 +13,7 @@ from ember.capture.distributed.buckets import (
     bucketed_backend,
     ddp_parameters,
 )
-from ember.capture.distributed.split import Piece, SplitGraph, split_graph
+from ember.capture.distributed.split import Piece, SplitGraph, split_graph, without_cross_mutation
 from ember.capture.distributed.wrappers import (
     compile_wrapper,
     is_ddp,
@@ -36,4 +36,5 @@ __all__ = [
     "is_wrapper",
     "split_graph",
     "with_compiled_forward",
+    "without_cross_mutation",
 ]

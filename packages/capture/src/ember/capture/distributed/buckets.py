@@ -20,7 +20,13 @@ from torch import nn
 
 from ember.capture import logs
 from ember.capture.backends.registry import Backend
-from ember.capture.distributed.split import SplitGraph, example_inputs, refs, split_graph
+from ember.capture.distributed.split import (
+    SplitGraph,
+    example_inputs,
+    refs,
+    split_graph,
+    without_cross_mutation,
+)
 from ember.prims import Graph, Ref
 from ember.prims.pytree import tree_flatten
 
@@ -124,7 +130,7 @@ def bucketed_backend(ddp: nn.Module, backend: Backend) -> Backend:
     are symbolic: pieces would have to pass sizes along, which is not built yet)."""
 
     def compile_bucketed(graph: Graph, inputs: Sequence[Any]) -> Callable[..., Any]:
-        starts = bucket_starts(graph, inputs, bucket_of(ddp))
+        starts = without_cross_mutation(graph, bucket_starts(graph, inputs, bucket_of(ddp)))
         if not starts:
             return backend(graph, inputs)
         if graph.symbols:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ember.prims import Graph, GraphInput, Node, Ref, SubgraphRef, TensorSpec, Value
+from ember.prims import Graph, GraphInput, Node, Ref, SubgraphRef, TensorSpec, Value, resolve_op
 from ember.prims.pytree import LEAF, TreeSpec, tree_flatten, tree_unflatten
 
 
@@ -63,6 +63,51 @@ def split_graph(graph: Graph, starts: Sequence[int]) -> list[Piece]:
         user = tuple(name for name in inputs if name not in state)
         pieces.append(Piece(piece, user, tuple(outputs)))
     return pieces
+
+
+def without_cross_mutation(graph: Graph, starts: Sequence[int]) -> list[int]:
+    """`starts` less the cuts between a value and an in-place write to it (or to a view of
+    it) in a later piece. Such a write would change a tensor the earlier piece's backward
+    saved (`h += block(h)` across a cut fails autograd's version check); in one piece the
+    backend functionalizes it. Writes to the Graph's own inputs are left as eager runs them."""
+    kept = sorted(starts)
+    roots: dict[str, str] = {}  # value -> the value whose storage it views or writes
+    produced: dict[str, int] = {}  # value -> index of the node that made it
+    for index, node in enumerate(graph.nodes):
+        schema = getattr(resolve_op(node.target), "_schema", None)
+        written_roots: list[str] = []
+        sets: dict[str, str] = {}  # alias set -> root of the argument in it
+        if schema is not None:
+            for position, argument in enumerate(schema.arguments):
+                value = _argument(node, position, argument.name)
+                info = argument.alias_info
+                if info is None or not isinstance(value, Ref):
+                    continue
+                root = roots.get(value.name, value.name)
+                for alias_set in info.before_set:
+                    sets[alias_set] = root
+                if info.is_write:
+                    written_roots.append(root)
+        for position, output in enumerate(node.outputs):
+            if not isinstance(output, Value):
+                continue
+            produced[output.name] = index
+            info = schema.returns[position].alias_info if schema is not None else None
+            if info is not None:
+                base = next((sets[a] for a in info.before_set if a in sets), None)
+                if base is not None:
+                    roots[output.name] = base
+        for root in written_roots:
+            origin = produced.get(root)
+            if origin is not None:  # a node's value, not a Graph input
+                kept = [start for start in kept if not origin < start <= index]
+    return kept
+
+
+def _argument(node: Node, position: int, name: str) -> Any:
+    if position < len(node.args):
+        return node.args[position]
+    return node.kwargs.get(name)
 
 
 def _piece_graph(
