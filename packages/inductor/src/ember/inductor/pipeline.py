@@ -111,7 +111,9 @@ def backend_for(device: torch.device, config: InductorConfig) -> CodegenBackend:
         from ember.inductor.codegen.triton import TritonBackend
 
         return TritonBackend(
-            max_autotune=config.max_autotune, autotune_reductions=config.autotune_reductions
+            max_autotune=config.max_autotune,
+            autotune_reductions=config.autotune_reductions,
+            cached_cubins=config.cached_cubins,
         )
     if device.type != "cpu":
         raise InductorError(
@@ -269,7 +271,10 @@ def _size_ranges(graph: Graph) -> dict[str, tuple[int, int | None]]:
     from slicing a 256-row mask by the length)."""
     if not graph.symbols:
         return {}
-    shape_env = ShapeEnv.rebuilt(graph.symbols, graph.guards)
+    try:
+        shape_env = ShapeEnv.rebuilt(graph.symbols, graph.guards)
+    except ValueError:  # symbols without hints or not named s0, s1, ...: ranges unknown
+        return {}
     ranges: dict[str, tuple[int, int | None]] = {}
     for name, info in graph.symbols.items():
         value_range = shape_env.value_range(info.sympy())
