@@ -142,3 +142,24 @@ def test_no_cut_between_a_value_and_a_later_write_to_it(how: str, cuts: int) -> 
     starts = bucket_starts(graph, inputs, buckets)
     assert len(starts) == 3  # a piece per layer
     assert len(without_cross_mutation(graph, starts)) == cuts
+
+
+def test_symbolic_sizes_split_and_serve_every_length() -> None:
+    # dynamic=True: every piece gets an input carrying each size it uses, and a cut sits
+    # where the piece's outputs carry its sizes (its backward binds them from their
+    # gradients), so one capture serves every length
+    torch.manual_seed(0)
+    model = TinyDecoder(vocab=17, width=16, heads=2, context=32, depth=3)
+    reference = TinyDecoder(vocab=17, width=16, heads=2, context=32, depth=3)
+    reference.load_state_dict(model.state_dict())
+    counter = CompileCounter()
+    backend = bucketed_backend(FakeDDP(model, 4000), counter)
+    compiled = ember_compile(model, backend=backend, dynamic=True)
+    for length in (8, 12, 20):
+        ids = torch.randint(0, 17, (2, length))
+        torch.testing.assert_close(compiled(ids), reference(ids))
+        if length == 8:
+            pieces = counter.frame_count
+    assert pieces > 2
+    assert counter.frame_count == pieces  # lengths 12 and 20 captured nothing new
+    assert all(graph.symbols for graph in counter.graphs)

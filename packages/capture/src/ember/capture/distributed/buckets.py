@@ -20,6 +20,7 @@ from torch import nn
 
 from ember.capture import logs
 from ember.capture.backends.registry import Backend
+from ember.capture.distributed.sizes import cuts_with_bound_sizes
 from ember.capture.distributed.split import (
     SplitGraph,
     example_inputs,
@@ -126,21 +127,24 @@ def _names(args: list[Any], kwargs: dict[str, Any]) -> list[str]:
 
 def bucketed_backend(ddp: nn.Module, backend: Backend) -> Backend:
     """`backend` behind a splitter: each Graph is cut at DDP's bucket boundaries and every
-    piece is compiled on its own (one Graph when the model fits one bucket, and when sizes
-    are symbolic: pieces would have to pass sizes along, which is not built yet)."""
+    piece is compiled on its own (one Graph when the model fits one bucket). With symbolic
+    sizes a piece also takes a Graph input that carries each size it uses."""
 
     def compile_bucketed(graph: Graph, inputs: Sequence[Any]) -> Callable[..., Any]:
         starts = without_cross_mutation(graph, bucket_starts(graph, inputs, bucket_of(ddp)))
+        starts = cuts_with_bound_sizes(graph, starts)
         if not starts:
             return backend(graph, inputs)
-        if graph.symbols:
+        try:
+            pieces = split_graph(graph, starts)
+        except ValueError as error:  # a piece would use a size none of its inputs carries
             logs.graphs.info(
-                "%s: symbolic sizes; compiled as one graph, not split at DDP's %d buckets",
+                "%s: compiled as one graph, not split at DDP's %d buckets: %s",
                 graph.name,
                 len(starts) + 1,
+                error,
             )
             return backend(graph, inputs)
-        pieces = split_graph(graph, starts)
         examples = example_inputs(graph, pieces, inputs)
         compiled = [backend(piece.graph, row) for piece, row in zip(pieces, examples)]
         logs.graphs.info(

@@ -17,8 +17,10 @@ from typing import Any
 
 import torch
 
+from ember.capture.distributed.sizes import bound_by, size_carriers
 from ember.prims import Graph, GraphInput, Node, Ref, SubgraphRef, TensorSpec, Value, resolve_op
 from ember.prims.pytree import LEAF, TreeSpec, tree_flatten, tree_unflatten
+from ember.prims.symbolic.evaluate import evaluate_expr
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ def split_graph(graph: Graph, starts: Sequence[int]) -> list[Piece]:
     for index, segment in enumerate(segments):
         inputs = [name for name in reads[index] if produced_in.get(name, -1) != index]
         outputs = needed_later[index]
+        if graph.symbols:
+            inputs += size_carriers(graph, segment, inputs, outputs, values)
         piece = _piece_graph(graph, index, len(segments), segment, inputs, outputs, values, state)
         user = tuple(name for name in inputs if name not in state)
         pieces.append(Piece(piece, user, tuple(outputs)))
@@ -123,6 +127,10 @@ def _piece_graph(
     graph_inputs = [state.get(name) or GraphInput(values[name]) for name in inputs]
     user = [Ref(gi.value.name) for gi in graph_inputs if not gi.is_state]
     targets = {gi.target or gi.value.name for gi in graph_inputs if gi.is_state}
+    # the symbols its inputs bind (all it uses, see _size_carriers) and their guards
+    bound = bound_by(inputs, values)
+    symbols = {name: info for name, info in graph.symbols.items() if name in bound}
+    guards = [g for g in graph.guards if {str(s) for s in g.expr.free_symbols} <= bound]
     return Graph(
         inputs=graph_inputs,
         nodes=list(segment),
@@ -130,8 +138,8 @@ def _piece_graph(
         input_leaves=list(user),
         out_spec=TreeSpec("tuple", (LEAF,) * len(outputs)),
         output_leaves=[Ref(name) for name in outputs],
-        symbols=dict(graph.symbols),
-        guards=list(graph.guards),
+        symbols=symbols,
+        guards=guards,
         constants={k: v for k, v in graph.constants.items() if k in targets},
         subgraphs=dict(graph.subgraphs),
         name=f"{graph.name}_piece{index}",
@@ -172,23 +180,25 @@ def example_inputs(
         leaf.name: value for leaf, value in zip(graph.input_leaves, leaves) if isinstance(leaf, Ref)
     }
     values = graph.values()
+    hints = {name: info.hint for name, info in graph.symbols.items() if info.hint is not None}
     found: list[list[Any]] = []
     for piece in pieces:
         row = []
         for name in piece.inputs:
             if name not in known:
-                known[name] = _zeros(values[name])
+                known[name] = _zeros(values[name], hints)
             row.append(known[name])
         found.append(row)
     return found
 
 
-def _zeros(value: Value) -> Any:
+def _zeros(value: Value, hints: dict[str, int]) -> Any:
+    """Zeros of `value`'s spec, symbolic sizes at their hints."""
     spec = value.spec
-    if not isinstance(spec, TensorSpec) or not spec.is_static():
-        raise ValueError(f"{value.name} has no static tensor spec to make an example of")
-    shape = [int(size) for size in spec.shape]
-    strides = [int(size) for size in spec.strides]
+    if not isinstance(spec, TensorSpec):
+        raise ValueError(f"{value.name} is not a tensor to make an example of")
+    shape = [int(evaluate_expr(size, hints)) for size in spec.shape]
+    strides = [int(evaluate_expr(size, hints)) for size in spec.strides]
     tensor = torch.empty_strided(shape, strides, dtype=spec.dtype, device=spec.device).zero_()
     return tensor.requires_grad_(spec.requires_grad and tensor.is_floating_point())
 
