@@ -216,3 +216,23 @@ def test_one_interpreted_triton_compile_runs_every_size(
     assert compiled.kernel_count > 0
     for size in sizes:
         _compare(compiled, fn, make(size))
+
+
+def _diff(x: torch.Tensor) -> torch.Tensor:
+    return torch.diff(x, dim=0) * 2
+
+
+def test_a_backward_binds_a_symbol_from_an_input_of_size_symbol_minus_one(tmp_path: Path) -> None:
+    # diff's backward takes only the gradient, of size s0 - 1, and builds results of size s0:
+    # the wrapper raised "NameError: name 's0' is not defined" (bind_symbols redefines s0 as
+    # the gradient's size)
+    from ember.autodiff import partition, trace_joint
+
+    parts = partition(trace_joint(prims.trace(_diff, torch.randn(6, 3), dynamic=True), [True]))
+    assert len(parts.backward.inputs) == 1
+    compiled = compile_graph(parts.backward, [], cache=ArtifactCache(tmp_path))
+    for rows in (6, 9, 4):
+        x = torch.randn(rows, 3, requires_grad=True)
+        gradient = torch.randn(rows - 1, 3)
+        _diff(x).backward(gradient)
+        torch.testing.assert_close(compiled(gradient)[0], x.grad)

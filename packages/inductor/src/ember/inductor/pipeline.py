@@ -1,7 +1,7 @@
 """The inductor pipeline: one function of named passes from a Graph to a `CompiledGraph`.
 
-    decompose → pad_matmuls → eliminate_common_subexpressions → eliminate_dead_code → lower
-    → schedule → gemm_templates (max-autotune) → check_bounds → generate → plan_memory → load
+    bind_symbols → decompose → pad_matmuls → eliminate_common_subexpressions
+    → eliminate_dead_code → lower → schedule → gemm_templates (max-autotune) → check_bounds → generate → plan_memory → load
 
 The pass names are the names used in logs. A compiled graph (wrapper and module source) is
 cached under a key of the serialized Graph, the config and the versions; its shared library
@@ -44,6 +44,7 @@ from ember.inductor.lowering import (  # noqa: F401
 )
 from ember.inductor.lowering.extern import EXTERN_OPS
 from ember.inductor.lowering.graph_lowering import compute_device, lower_graph
+from ember.inductor.passes.bind_symbols import bind_symbols
 from ember.inductor.passes.channels_last import channels_last, prefers_channels_last
 from ember.inductor.passes.common_subexpressions import eliminate_common_subexpressions
 from ember.inductor.passes.dead_code import eliminate_dead_code
@@ -153,6 +154,8 @@ def generate(
         timings[name] = (time.perf_counter() - started) * 1e3
         return result
 
+    if graph.symbols:
+        graph = timed("bind_symbols", bind_symbols, graph)
     output_specs = _output_specs(graph)
     saved_outputs = int(graph.meta.get("saved_outputs", "0") or 0)  # a training forward's
     saved_strides: dict[int, tuple[int, ...]] = {}
