@@ -1,7 +1,8 @@
 """The inductor pipeline: one function of named passes from a Graph to a `CompiledGraph`.
 
     bind_symbols → decompose → pad_matmuls → eliminate_common_subexpressions
-    → eliminate_dead_code → lower → schedule → gemm_templates (max-autotune) → check_bounds → generate → plan_memory → load
+    → eliminate_dead_code → lower → schedule → gemm_templates (max-autotune)
+    → check_bounds → generate → plan_memory → load
 
 The pass names are the names used in logs. A compiled graph (wrapper and module source) is
 cached under a key of the serialized Graph, the config and the versions; its shared library
