@@ -89,7 +89,15 @@ def test_ddp_matches_eager_and_splits_at_buckets(tmp_path: Path) -> None:
 
 def test_fsdp2_and_fsdp1_match_eager(tmp_path: Path) -> None:
     for results in _spawn(["fsdp2", "fsdp1"], tmp_path):
-        cases = ("fsdp2_whole", "fsdp2_blocks", "fsdp2_swapped", "fsdp1_whole", "fsdp1_blocks")
+        cases = (
+            "fsdp2_whole",
+            "fsdp2_blocks",
+            "fsdp2_swapped",
+            "fsdp2_no_reshard",
+            "fsdp2_mixed_precision",
+            "fsdp1_whole",
+            "fsdp1_blocks",
+        )
         for case in cases:
             result = results[case]
             _assert_same_training(case, result)
