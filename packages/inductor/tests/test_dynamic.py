@@ -133,6 +133,12 @@ def _variances(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return x.var(dim=(0, 2)), torch.nn.functional.instance_norm(x), x * x.shape[2] ** -0.25
 
 
+def _neighbour_products(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # rows of s1 - 1 values: the vector loops' bound `n - n % 16` printed without
+    # parentheses as `(-1) + s1 - (-1) + s1 % 16` (OpInfo trapz under training, dynamic=True)
+    return (x[:, 1:] * x[:, :-1]).sum(1), (x[1:] + x[:-1]).amax(0)
+
+
 def _causal(n: int) -> torch.Tensor:
     return torch.tril(torch.ones(n, n)).bool()
 
@@ -163,6 +169,12 @@ SYMBOLIC_CASES: dict[str, tuple[Callable[..., Any], Callable[[int], tuple[torch.
         lambda n: (torch.randn(1 + n % 3, n, 8), torch.randn(8, 24), _causal(32)),
         ((0, 1), (), ()),
         (5, 3, 16, 32),
+    ),
+    "neighbour_products": (
+        _neighbour_products,
+        lambda n: (torch.randn(n + 1, 3 * n + 5),),
+        ((0, 1),),
+        (6, 2, 11),
     ),
     "variances": (
         _variances,

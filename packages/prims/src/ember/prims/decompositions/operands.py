@@ -101,6 +101,13 @@ def device_of(*operands: Operand) -> torch.device:
 
 def broadcast_shapes(*shapes: Sequence[int]) -> list[int]:
     ndim = max((len(s) for s in shapes), default=0)
+    if all(len(s) == ndim for s in shapes[1:]) and all(
+        all(_same(size, other) for other in (s[i] for s in shapes[1:]))
+        for i, size in enumerate(shapes[0] if shapes else ())
+    ):
+        # equal shapes broadcast to themselves, whatever their sizes: asking `s1 - 1 != 1`
+        # of a symbolic size would add a guard (`s1 != 2`) the Graph did not have
+        return list(shapes[0])
     result = [1] * ndim
     for shape in shapes:
         for i, size in enumerate(shape):
@@ -110,6 +117,15 @@ def broadcast_shapes(*shapes: Sequence[int]) -> list[int]:
                     raise ValueError(f"shapes {[list(s) for s in shapes]} do not broadcast")
                 result[dim] = size
     return result
+
+
+def _same(a: int, b: int) -> bool:
+    """Whether two sizes are the same int or the same symbolic expression (no guard)."""
+    if isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt):
+        return bool(a.node.expr == b.node.expr)
+    if isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt):
+        return False
+    return a == b
 
 
 def convert(x: Operand, dtype: torch.dtype) -> Operand:

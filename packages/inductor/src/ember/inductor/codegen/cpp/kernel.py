@@ -363,7 +363,7 @@ class CppKernel(ValueScopes):
         variable = index_var("r", 0)
         chunk, block = f"{variable}_chunk", f"{variable}_block"
         lanes = f"{accumulator}_lane"
-        whole = f"({size} - {size} % {LANES}L)"
+        whole = f"(({size}) - ({size}) % {LANES}L)"
         with self.block(f"for (int64_t {chunk} = 0; {chunk} < {whole}; {chunk} += {SUM_CHUNK}L)"):
             self.line(f"float {lanes}[{LANES}] = {{}};")
             end = f"std::min<int64_t>({chunk} + {SUM_CHUNK}L, {whole})"
@@ -411,7 +411,7 @@ class CppKernel(ValueScopes):
         size = self.size(self.kernel.inner[0])
         variable = index_var("r", 0)
         block = f"{variable}_block"
-        whole = f"({size} - {size} % {LANES}L)"
+        whole = f"(({size}) - ({size}) % {LANES}L)"
 
         def combine(lane: str) -> None:
             value = self.value(member.body, {})

@@ -80,7 +80,7 @@ def generate_outer_lanes(
     last = str(outer_vars[-1])
     block = f"{last}_block"
     size = cpp.size(kernel.outer[-1])
-    whole = f"({size} - {size} % {lanes}L)"
+    whole = f"(({size}) - ({size}) % {lanes}L)"
     condition = f"if({cpp.size(numel)} >= {PARALLEL_THRESHOLD}L)"
     collapse = f" collapse({len(kernel.outer)})" if len(kernel.outer) > 1 else ""
     cpp.line(f"#pragma omp parallel for{collapse} {condition}")
