@@ -96,10 +96,12 @@ class FakeDDP(nn.Module):
         self.parameters_to_ignore: set[str] = set()
 
 
-@pytest.mark.parametrize(("cap", "graphs"), [(1 << 20, 1), (2200, 4)])
+@pytest.mark.parametrize(("cap", "graphs"), [(1 << 20, 1), (2200, 3)])
 def test_bucketed_backend_compiles_a_graph_per_bucket(cap: int, graphs: int) -> None:
-    # a layer is 16*16*4 + 16*4 = 1088 bytes: a 2200-byte cap holds two layers, the first
-    # bucket (DDP's default first-bucket size is larger) too
+    # a layer is 16*16*4 + 16*4 = 1088 bytes; filled from the last layer, 2200-byte buckets
+    # close at 2240 bytes: {layer 7, 6, 5's bias}, {5's weight, 4, 3}, {2, 1, 0's bias},
+    # {0's weight}. Layer 0's weight goes with layer 0's addmm (through its transpose), so
+    # a piece starts at layer 3 and at layer 5: three pieces for four buckets
     model = _mlp(8)
     reference = _mlp(8)
     counter = CompileCounter()
@@ -108,6 +110,8 @@ def test_bucketed_backend_compiles_a_graph_per_bucket(cap: int, graphs: int) -> 
     compiled(x).square().sum().backward()
     reference(x).square().sum().backward()
     assert counter.frame_count == graphs
+    for graph in counter.graphs:  # no piece is only a transpose of a weight
+        assert graph.op_counts().get("aten::addmm.default"), graph
     for got, expected in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(got.grad, expected.grad)
 
@@ -163,3 +167,36 @@ def test_symbolic_sizes_split_and_serve_every_length() -> None:
     assert pieces > 2
     assert counter.frame_count == pieces  # lengths 12 and 20 captured nothing new
     assert all(graph.symbols for graph in counter.graphs)
+
+
+class Branches(nn.Module):
+    """Eight layers with a branch on a tensor value in the middle: two captured Graphs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(16, 16) for _ in range(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers[:4]:
+            x = torch.tanh(layer(x))
+        if x.sum() > 0:  # a graph break: the rest is a Graph of its own
+            x = -x
+        for layer in self.layers[4:]:
+            x = torch.tanh(layer(x))
+        return x
+
+
+def test_each_graph_of_a_broken_forward_splits_at_its_own_buckets() -> None:
+    torch.manual_seed(0)
+    model = Branches()
+    reference = Branches()
+    reference.load_state_dict(model.state_dict())
+    counter = CompileCounter()
+    # 2200 bytes: about two layers a bucket, so two pieces on each side of the break
+    compiled = ember_compile(model, backend=bucketed_backend(FakeDDP(model, 2200), counter))
+    x = torch.randn(3, 16)
+    compiled(x).sum().backward()
+    reference(x).sum().backward()
+    assert counter.frame_count == 4
+    for got, expected in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(got.grad, expected.grad)

@@ -20,6 +20,7 @@ from torch import nn
 
 from ember.capture import logs
 from ember.capture.backends.registry import Backend
+from ember.capture.distributed.parameter_nodes import parameter_values, sink_parameter_nodes
 from ember.capture.distributed.sizes import cuts_with_bound_sizes
 from ember.capture.distributed.split import (
     SplitGraph,
@@ -28,7 +29,7 @@ from ember.capture.distributed.split import (
     split_graph,
     without_cross_mutation,
 )
-from ember.prims import Graph, Ref
+from ember.prims import Graph, Node, Ref
 from ember.prims.pytree import tree_flatten
 
 
@@ -92,33 +93,53 @@ def bucket_of(ddp: nn.Module) -> dict[int, int]:
     }
 
 
-def bucket_starts(graph: Graph, inputs: Sequence[Any], buckets: dict[int, int]) -> list[int]:
-    """Node indices where a piece starts: the first node that reads a parameter of a later
-    bucket than the piece so far. A parameter read again later (tied weights) stays in the
-    piece that reads it; nodes reading no parameter stay with the piece before them."""
+def parameter_buckets(
+    graph: Graph, inputs: Sequence[Any], buckets: dict[int, int]
+) -> dict[str, int]:
+    """Graph input name -> DDP bucket index, for the inputs that are DDP's parameters."""
     leaves, _ = tree_flatten(tuple(inputs))
-    bucket_by_name = {
+    return {
         leaf.name: buckets[id(value)]
         for leaf, value in zip(graph.input_leaves, leaves)
         if isinstance(leaf, Ref) and isinstance(value, torch.Tensor) and id(value) in buckets
     }
+
+
+def bucket_starts(graph: Graph, inputs: Sequence[Any], buckets: dict[int, int]) -> list[int]:
+    """Node indices where a piece starts: before the first node that reads a parameter of a
+    later bucket than the piece so far (directly, or through nodes computed from parameters
+    alone, which go with it). A parameter read again later (tied weights) stays in the
+    piece that reads it; nodes reading no parameter stay with the piece before them. Run
+    on a Graph whose parameter-only nodes sit before their readers (sink_parameter_nodes)."""
+    bucket_by_name = parameter_buckets(graph, inputs, buckets)
+    derived = parameter_values(graph, set(bucket_by_name))
     starts: list[int] = []
     current: int | None = None
     for index, node in enumerate(graph.nodes):
-        read = [
-            bucket_by_name[name]
-            for name in _names(node.args, node.kwargs)
-            if name in bucket_by_name
-        ]
+        if any(value.name in derived for value in node.output_values()):
+            continue  # goes with its reader
+        read: list[int] = []
+        for name in _names(node.args, node.kwargs):
+            if name in bucket_by_name:
+                read.append(bucket_by_name[name])
+            read.extend(bucket_by_name[p] for p in derived.get(name, ()))
         if not read:
             continue
         latest = max(read)
         if current is None:
             current = latest
         elif latest > current:
-            starts.append(index)
+            start = index
+            previous = starts[-1] if starts else 0
+            while start - 1 > previous and _is_derived(graph.nodes[start - 1], derived):
+                start -= 1  # the reader's parameter-only nodes come with it
+            starts.append(start)
             current = latest
     return starts
+
+
+def _is_derived(node: Node, derived: dict[str, set[str]]) -> bool:
+    return any(value.name in derived for value in node.output_values())
 
 
 def _names(args: list[Any], kwargs: dict[str, Any]) -> list[str]:
@@ -131,12 +152,14 @@ def bucketed_backend(ddp: nn.Module, backend: Backend) -> Backend:
     sizes a piece also takes a Graph input that carries each size it uses."""
 
     def compile_bucketed(graph: Graph, inputs: Sequence[Any]) -> Callable[..., Any]:
-        starts = without_cross_mutation(graph, bucket_starts(graph, inputs, bucket_of(ddp)))
-        starts = cuts_with_bound_sizes(graph, starts)
+        buckets = bucket_of(ddp)
+        sunk = sink_parameter_nodes(graph, set(parameter_buckets(graph, inputs, buckets)))
+        starts = without_cross_mutation(sunk, bucket_starts(sunk, inputs, buckets))
+        starts = cuts_with_bound_sizes(sunk, starts)
         if not starts:
             return backend(graph, inputs)
         try:
-            pieces = split_graph(graph, starts)
+            pieces = split_graph(sunk, starts)
         except ValueError as error:  # a piece would use a size none of its inputs carries
             logs.graphs.info(
                 "%s: compiled as one graph, not split at DDP's %d buckets: %s",
@@ -145,12 +168,12 @@ def bucketed_backend(ddp: nn.Module, backend: Backend) -> Backend:
                 error,
             )
             return backend(graph, inputs)
-        examples = example_inputs(graph, pieces, inputs)
+        examples = example_inputs(sunk, pieces, inputs)
         compiled = [backend(piece.graph, row) for piece, row in zip(pieces, examples)]
         logs.graphs.info(
             "%s: split at DDP's bucket boundaries into %d graphs", graph.name, len(pieces)
         )
-        return SplitGraph(graph, pieces, compiled)
+        return SplitGraph(sunk, pieces, compiled)
 
     compile_bucketed.__name__ = f"ddp_buckets({getattr(backend, '__name__', 'backend')})"
     return compile_bucketed
