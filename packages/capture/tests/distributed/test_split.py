@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -200,3 +201,27 @@ def test_each_graph_of_a_broken_forward_splits_at_its_own_buckets() -> None:
     assert counter.frame_count == 4
     for got, expected in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(got.grad, expected.grad)
+
+
+def test_a_value_is_released_after_the_last_piece_that_reads_it() -> None:
+    model = _mlp(3)
+    with torch.no_grad():
+        graph, inputs = _captured(model, torch.randn(2, 16))
+        layers = [i for i, node in enumerate(graph.nodes) if node.target == "aten::t.default"]
+        first, second, third = split_graph(graph, layers[1:])
+        handed: list[weakref.ref[torch.Tensor]] = []
+
+        def run_first(*args: torch.Tensor) -> Any:
+            out = Interpreter(first.graph)(*args)
+            handed.extend(weakref.ref(t) for t in out)
+            return out
+
+        def run_third(*args: torch.Tensor) -> Any:
+            # the first piece's activation was read by the second piece only
+            assert handed and all(ref() is None for ref in handed)
+            return Interpreter(third.graph)(*args)
+
+        runner = SplitGraph(
+            graph, [first, second, third], [run_first, Interpreter(second.graph), run_third]
+        )
+        torch.testing.assert_close(runner(*inputs), Interpreter(graph)(*inputs))

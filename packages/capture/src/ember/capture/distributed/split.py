@@ -222,6 +222,17 @@ class SplitGraph:
             for gi in graph.state_inputs()
             if (gi.target or gi.value.name) in graph.constants
         }
+        # what to let go after each piece: values no later piece reads and the Graph does
+        # not return (the whole Graph would have freed them there too)
+        returned = {leaf.name for leaf in graph.output_leaves if isinstance(leaf, Ref)}
+        last: dict[str, int] = {}
+        for index, piece in enumerate(self.pieces):
+            for name in (*piece.inputs, *piece.outputs):
+                last[name] = index
+        self._release: list[list[str]] = [[] for _ in self.pieces]
+        for name, index in last.items():
+            if name not in returned:
+                self._release[index].append(name)
 
     def __call__(self, *inputs: Any) -> Any:
         leaves, _ = tree_flatten(inputs)
@@ -229,9 +240,12 @@ class SplitGraph:
             name: value for name, value in zip(self._input_names, leaves) if name is not None
         }
         env.update(self._state)
-        for piece, compiled in zip(self.pieces, self.compiled):
+        for piece, compiled, release in zip(self.pieces, self.compiled, self._release):
             results = compiled(*[env[name] for name in piece.inputs])
             env.update(zip(piece.outputs, results))
+            del results
+            for name in release:
+                env.pop(name, None)
         out = [
             env[leaf.name] if isinstance(leaf, Ref) else leaf for leaf in self.graph.output_leaves
         ]
