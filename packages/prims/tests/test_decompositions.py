@@ -232,3 +232,18 @@ def test_resize_keeps_the_elements_in_memory_order(size: list[int]) -> None:
     kept = min(actual.numel(), x.numel())  # ATen leaves the elements past the old end unset
     assert actual.shape == expected.shape
     _close(actual.flatten()[:kept], expected.flatten()[:kept])
+
+
+def test_broadcast_shapes_of_equal_symbolic_shapes_adds_no_guard() -> None:
+    # asking `s1 - 1 != 1` of equal shapes added the guard s1 != 2 when decomposing
+    # x[:, 1:] * x[:, :-1] over symbols; shapes of other ranks still broadcast (a shorter
+    # first shape was returned as the result: quantile's mul failed in broadcast_in_dim)
+    from ember.prims.decompositions.operands import broadcast_shapes
+    from ember.prims.symbolic import ShapeEnv
+
+    assert broadcast_shapes([3], [2, 3]) == [2, 3]
+    assert broadcast_shapes([2, 1], [2, 3]) == [2, 3]
+    env = ShapeEnv()
+    n = env.create_symint(6) - 1
+    assert broadcast_shapes([4, n], [4, n]) == [4, n]
+    assert not env.guards

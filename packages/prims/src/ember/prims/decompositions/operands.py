@@ -101,7 +101,7 @@ def device_of(*operands: Operand) -> torch.device:
 
 def broadcast_shapes(*shapes: Sequence[int]) -> list[int]:
     ndim = max((len(s) for s in shapes), default=0)
-    if all(len(s) == ndim for s in shapes[1:]) and all(
+    if all(len(s) == ndim for s in shapes) and all(
         all(_same(size, other) for other in (s[i] for s in shapes[1:]))
         for i, size in enumerate(shapes[0] if shapes else ())
     ):
