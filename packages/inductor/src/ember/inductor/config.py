@@ -50,6 +50,14 @@ class InductorConfig:
         "longer on the H100 (BERT 42 -> 203 s) for 0-7% less GPU time.",
         cache_key=False,
     )
+    cached_cubins: bool = setting(
+        False,
+        env="EMBER_INDUCTOR_CACHED_CUBINS",
+        help="Warm starts on a GPU launch a graph's kernels from the cubins an earlier process "
+        "kept in the on-disk cache, through the CUDA driver: no Triton import, no Triton cache "
+        "lookups (the cubins are kept either way). Off until measured on more GPUs.",
+        cache_key=False,
+    )
     check_bounds: bool = setting(
         True,
         env="EMBER_INDUCTOR_CHECK_BOUNDS",

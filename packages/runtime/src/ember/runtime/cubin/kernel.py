@@ -5,14 +5,15 @@ order, grid `cdiv(numel, block)`), so a generated wrapper runs unchanged with ei
 parameters the cubin declares are the signature's (pointers as 64-bit addresses, sizes as
 64-bit integers; constexprs are compiled in) followed by Triton's two scratch pointers, which
 are null unless the kernel asks for global scratch memory. Pointers that are not 16-byte
-aligned take the unaligned variant, as `TritonKernel` does.
+aligned take the unaligned variant, as `TritonKernel` does (or, where none was kept, a
+launch made on demand by the caller's `fallback`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,7 @@ class CubinKernel:
         block: int,
         aligned: CubinVariant,
         unaligned: CubinVariant | None = None,
+        fallback: Callable[[], Callable[..., None]] | None = None,
     ) -> None:
         self.name = name
         self.params = tuple(param for param, _ in signature)
@@ -74,6 +76,10 @@ class CubinKernel:
         self.pointers = tuple(i for i, (_, kind) in enumerate(signature) if kind.startswith("*"))
         self.block = block
         self.variants = {True: aligned, False: unaligned}
+        # without an unaligned variant: a launch for unaligned pointers made on demand (the
+        # kernel compiled by Triton), or an error
+        self._fallback = fallback
+        self._fallback_launch: Callable[..., None] | None = None
         self._functions: dict[tuple[bool, int], int] = {}
         self._lock = threading.Lock()
 
@@ -96,12 +102,14 @@ class CubinKernel:
             return
         addresses = {i: args[i].data_ptr() for i in self.pointers}
         aligned = not any(address & 15 for address in addresses.values())
-        variant = self.variants[aligned] or self.variants[True]
-        assert variant is not None
+        variant = self.variants[aligned]
+        if variant is None:
+            self._unaligned_fallback()(numel, *args)
+            return
         device = (
             args[self.pointers[0]].device.index if self.pointers else torch.cuda.current_device()
         )
-        function = self._function(aligned if self.variants[aligned] else True, variant, device)
+        function = self._function(aligned, variant, device)
         values = [
             kind(addresses[i] if i in addresses else args[i]) for i, kind in enumerate(self.types)
         ]
@@ -125,6 +133,16 @@ class CubinKernel:
         )
         check(result, f"launching {self.name}")
         del scratch  # freed on the stream's order by the caching allocator
+
+    def _unaligned_fallback(self) -> Callable[..., None]:
+        if self._fallback_launch is None:
+            if self._fallback is None:
+                raise KernelArgumentError(
+                    f"kernel {self.name} got a pointer that is not 16-byte aligned and has no "
+                    "unaligned variant; pass tensors that start at 16-byte aligned addresses"
+                )
+            self._fallback_launch = self._fallback()
+        return self._fallback_launch
 
     def _function(self, aligned: bool, variant: CubinVariant, device: int) -> int:
         key = (aligned, device)

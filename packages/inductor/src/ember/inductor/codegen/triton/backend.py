@@ -11,13 +11,16 @@ kernel's (a reduction's best tile depends on its shape and loads).
 
 from __future__ import annotations
 
+import ast
+import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from ember.inductor.codegen.backend import KernelSource
+from ember.inductor.codegen.triton.cubins import cached_cubin_kernels, index_key, store_cubins
 from ember.inductor.codegen.triton.kernel import TritonKernelWriter
 from ember.inductor.codegen.triton.kernel_files import kernel_files
 from ember.inductor.codegen.triton.ops import PRELUDE, TRITON_TYPES
@@ -26,6 +29,8 @@ from ember.inductor.scheduler.fusion import Kernel
 from ember.inductor.templates.gemm import GemmKernel
 from ember.inductor.templates.gemm_writer import generate_gemm
 from ember.runtime import ArtifactCache
+
+logger = logging.getLogger("ember.inductor")
 
 
 class TritonBackend:
@@ -40,9 +45,16 @@ class TritonBackend:
     kernel_prefix = "triton"
     split_reductions = True  # one program per output row leaves SMs idle on long rows
 
-    def __init__(self, *, max_autotune: bool = False, autotune_reductions: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        max_autotune: bool = False,
+        autotune_reductions: bool = False,
+        cached_cubins: bool = False,
+    ) -> None:
         self.max_autotune = max_autotune
         self.autotune_reductions = autotune_reductions
+        self.cached_cubins = cached_cubins  # a warm start launches cubins without Triton
 
     def generate(self, kernel: Kernel, program: Program) -> KernelSource:
         if isinstance(kernel, GemmKernel):
@@ -55,9 +67,69 @@ class TritonBackend:
         return "\n\n\n".join(parts) + "\n"
 
     def load(self, module: str, cache: ArtifactCache) -> dict[str, Callable[..., None]]:
+        key = self._cubin_key(module)
+        if key is not None and self.cached_cubins:
+            found = cached_cubin_kernels(cache, key, self._fallback(module, cache))
+            if found is not None:
+                return found
+        kernels = self._load(module, cache)
+        if key is not None:
+            from ember.runtime import cuda_target
+
+            try:  # a warm start's shortcut: never worth failing a compile over
+                store_cubins(cache, key, kernels, _launches(module), cuda_target())
+            except Exception as error:  # noqa: BLE001
+                logger.debug("cubins of a module not cached: %s", error)
+        return kernels
+
+    def _cubin_key(self, module: str) -> str | None:
+        """The key of the module's cached cubins, on a real GPU (None otherwise)."""
+        if _interpreting() or not torch.cuda.is_available():
+            return None
+        major, minor = torch.cuda.get_device_capability()
+        autotune = {
+            "max_autotune": self.max_autotune,
+            "autotune_reductions": self.autotune_reductions,
+        }
+        return index_key(module, major * 10 + minor, autotune)
+
+    def _fallback(
+        self, module: str, cache: ArtifactCache
+    ) -> Callable[[str, Mapping[str, Any]], Callable[..., None]]:
+        def triton_launch(name: str, launch: Mapping[str, Any]) -> Callable[..., None]:
+            kernel = self._triton_kernel(name, launch, kernel_files(module, [name])[name], cache)
+            return kernel.launch
+
+        return triton_launch
+
+    def _triton_kernel(
+        self, name: str, launch: Mapping[str, Any], source: str, cache: ArtifactCache
+    ) -> Any:
+        from ember.runtime import LaunchConfig, TritonKernel, load_triton_module
+
+        configs = [
+            LaunchConfig(
+                tuple(config["constants"].items()),
+                num_warps=config["num_warps"],
+                num_stages=config["num_stages"],
+            )
+            for config in launch["configs"]
+        ]
+        return TritonKernel(
+            load_triton_module(source, cache),
+            name,
+            signature=launch["signature"],
+            configs=configs,
+            grid_block="XBLOCK",
+            mutated=tuple(launch["mutated"]),
+            autotune=self.max_autotune or (self.autotune_reductions and _reduces(launch)),
+            cache=cache,
+        )
+
+    def _load(self, module: str, cache: ArtifactCache) -> dict[str, Callable[..., None]]:
         # the launcher needs triton, which only GPU installs have
         from ember.inductor.templates.gemm_choice import load_gemm
-        from ember.runtime import LaunchConfig, TritonKernel, compile_kernels, load_triton_module
+        from ember.runtime import TritonKernel, compile_kernels, load_triton_module
 
         loaded = load_triton_module(module, cache)
         files = kernel_files(module, loaded.KERNELS)  # the same kernel hits Triton's cache
@@ -70,24 +142,7 @@ class TritonBackend:
                 )
                 kernels.update({f"{name}/{part.name}": part for part in parts})
                 continue
-            configs = [
-                LaunchConfig(
-                    tuple(config["constants"].items()),
-                    num_warps=config["num_warps"],
-                    num_stages=config["num_stages"],
-                )
-                for config in launch["configs"]
-            ]
-            kernels[name] = TritonKernel(
-                load_triton_module(files[name], cache),
-                name,
-                signature=launch["signature"],
-                configs=configs,
-                grid_block="XBLOCK",
-                mutated=tuple(launch["mutated"]),
-                autotune=self.max_autotune or (self.autotune_reductions and _reduces(launch)),
-                cache=cache,
-            )
+            kernels[name] = self._triton_kernel(name, launch, files[name], cache)
         if kernels and not _interpreting() and torch.cuda.is_available():
             compile_kernels(list(kernels.values()))
         loaded_kernels: dict[str, Callable[..., None]] = {
@@ -99,7 +154,18 @@ class TritonBackend:
         return tensor
 
 
-def _reduces(launch: dict[str, Any]) -> bool:
+def _launches(module: str) -> dict[str, Any]:
+    """The module's `KERNELS` table (plain data), read without importing the module."""
+    for node in ast.parse(module).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "KERNELS" for target in node.targets
+        ):
+            table: dict[str, Any] = ast.literal_eval(node.value)
+            return table
+    return {}
+
+
+def _reduces(launch: Mapping[str, Any]) -> bool:
     """Whether a kernel's launch metadata says it reduces (its configs set RBLOCK)."""
     return any("RBLOCK" in config["constants"] for config in launch["configs"])
 
