@@ -313,7 +313,11 @@ def run_case(
     case.loss = round(float(loss.detach()), 4)
     if device.type == "cuda":
         case.peak_mib = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
-        case.overlap = _profiled_overlap(step)
+        trace = ""
+        if options.trace and rank == 0:
+            Path(options.trace).mkdir(parents=True, exist_ok=True)
+            trace = str(Path(options.trace) / f"{model_name}-{wrapper}-{mode}.json")
+        case.overlap = _profiled_overlap(step, trace)
     if wrapper == "ddp":
         case.early_allreduces = _early_allreduces(wrapped, compiled, ids, optimizer)
     if counting is not None:
@@ -321,14 +325,17 @@ def run_case(
     return case
 
 
-def _profiled_overlap(step: Callable[[], Any]) -> float | None:
-    """The share of NCCL kernel time that overlaps a compute kernel, over two steps."""
+def _profiled_overlap(step: Callable[[], Any], trace: str = "") -> float | None:
+    """The share of NCCL kernel time that overlaps a compute kernel, over two steps; the
+    Chrome trace of those steps goes to `trace` if given."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(2):
             step()
         torch.cuda.synchronize()
+    if trace:
+        prof.export_chrome_trace(trace)
     comm: list[tuple[float, float]] = []
     compute: list[tuple[float, float]] = []
     for event in prof.events():
@@ -445,6 +452,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--float32", action="store_true", help="float32 on GPU (default bf16)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per process")
     parser.add_argument("--out", default="", help="JSON lines file (default: print only)")
+    parser.add_argument("--trace", default="", help="folder for rank 0's profiler traces (GPU)")
     options = parser.parse_args(argv)
     world = options.nproc or (torch.cuda.device_count() if options.device == "cuda" else 2)
     if world < 2:
