@@ -11,8 +11,9 @@ too). Its source is plain text: it is cached, and printed under
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sympy
@@ -52,8 +53,12 @@ def generate_wrapper(
     for symbol, (position, dim) in program.size_symbols.items():
         emit(f"    {symbol} = {inputs[position]}.shape[{dim}]")
     plan = plan or plan_memory(program, scheduled, sources)
+    program = _allocated_as_viewed(program, scheduled, plan)
     for position, item in enumerate(scheduled):
         for allocation in plan.allocations.get(position, ()):
+            allocation = dataclasses.replace(
+                allocation, layout=program.storages[allocation.name].layout or allocation.layout
+            )
             emit(f"    {_allocate(allocation, program)}")
             if allocation.reuses is not None and not allocation.in_place:
                 emit(f"    del {allocation.reuses}")
@@ -75,6 +80,62 @@ def generate_wrapper(
         results[position] = f"restride({results[position]}, {size}, {stride})"
     emit(f"    return ({''.join(r + ', ' for r in results)})")
     return "\n".join(lines) + "\n"
+
+
+def _allocated_as_viewed(
+    program: Program, scheduled: Sequence[ScheduledNode], plan: MemoryPlan
+) -> Program:
+    """`program` with each buffer the wrapper allocates in the one layout every extern call and
+    output views it in, where that layout spans the same elements: kernels take only its
+    pointer, so the view (an `as_strided` a call, ~1-2 us on the GPU's host: a (b, s, k)
+    kernel result read by `addmm` as (b*s, k), 74 of GPT-2's 129 views a step) is the buffer
+    itself."""
+    allocated = {a.name for allocations in plan.allocations.values() for a in allocations}
+    seen: dict[str, set[tuple[Any, ...]]] = {}
+    for item in scheduled:
+        if isinstance(item, ExternNode):
+            for arg in _tensor_args([item.args, list(item.kwargs.values())]):
+                seen.setdefault(arg.storage, set()).add(_key(arg.layout))
+    for arg in _tensor_args(program.outputs):
+        seen.setdefault(arg.storage, set()).add(_key(arg.layout))
+    storages = dict(program.storages)
+    for name, layouts in seen.items():
+        own = storages[name].layout
+        if name not in allocated or own is None or len(layouts) != 1:
+            continue
+        ((dtype, size, stride, offset),) = layouts
+        if (
+            offset == 0
+            and dtype == own.dtype
+            and (size, stride) != (own.size, own.stride)
+            and _span(size, stride) == _span(own.size, own.stride) is not None
+        ):
+            storages[name] = dataclasses.replace(storages[name], layout=Layout(dtype, size, stride))
+    if storages == program.storages:
+        return program
+    return dataclasses.replace(program, storages=storages)
+
+
+def _tensor_args(values: Any) -> Iterator[TensorArg]:
+    for value in values:
+        if isinstance(value, TensorArg):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            yield from _tensor_args(value)
+
+
+def _key(layout: Layout) -> tuple[Any, ...]:
+    return (layout.dtype, tuple(layout.size), tuple(layout.stride), layout.offset)
+
+
+def _span(size: Sequence[Any], stride: Sequence[Any]) -> int | None:
+    """Elements from the first to one past the last that a layout reaches (None: symbolic, or
+    empty)."""
+    if not all(isinstance(n, (int, sympy.Integer)) for n in (*size, *stride)):
+        return None
+    if any(int(n) == 0 for n in size):
+        return None
+    return 1 + sum((int(n) - 1) * int(st) for n, st in zip(size, stride))
 
 
 def _shape(sizes: Sequence[Any]) -> str:
