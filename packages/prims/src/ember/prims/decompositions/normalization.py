@@ -58,10 +58,9 @@ def _batch_norm(
             prims.full([x.shape[1]], count, dtype=x.dtype, device=x.device),
         )
         centered = prims.sub(x, _per_channel(mean, x))
-        var = prims.div(
-            prims.sum(prims.mul(centered, centered), reduce_dims),
-            prims.full([x.shape[1]], count, dtype=x.dtype, device=x.device),
-        )
+        # one prim, not the sum of squared deviations: a code generator may compute it in
+        # the pass over x that sums it (ember-inductor does)
+        var = prims.var(x, reduce_dims, 0.0)
         invstd = prims.rsqrt(prims.add(var, scalar_like(eps, var)))
         new_mean = new_var = None
         if running_mean is not None and running_var is not None:
