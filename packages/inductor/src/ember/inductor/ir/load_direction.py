@@ -13,16 +13,21 @@ from collections.abc import Iterable, Sequence
 import sympy
 
 from ember.inductor.ir import body
+from ember.inductor.ir.indexing import Expr, simplify_with_ranges
 
 
 def load_directions(
     trees: Iterable[body.BodyValue],
     outputs: Sequence[sympy.Symbol],
     reduced: Sequence[sympy.Symbol],
+    ranges: dict[sympy.Symbol, Expr] | None = None,
 ) -> tuple[int, int]:
     """(loads with stride 1 along the innermost output dim, loads with stride 1 along the
     innermost reduced dim) over `trees`. Only loads that vary along both count: a value read
-    once per row beside a matrix (a log-softmax's maximum, a target) does not decide."""
+    once per row beside a matrix (a log-softmax's maximum, a target) does not decide.
+    `ranges` (each loop variable's size) first removes the divisions and remainders a view
+    leaves in an index: a [4096, 768] view of a [8, 512, 768] gradient is read at
+    `768*((768*r0 + x0)//768 % 512) + (768*r0 + x0) % 768 + ...`, which is `768*r0 + x0`."""
     if not outputs or not reduced:
         return 0, 0
     last_output, last_reduced = outputs[-1], reduced[-1]
@@ -36,6 +41,8 @@ def load_directions(
             symbols = index.free_symbols
             if not (symbols & output_set and symbols & reduced_set):
                 continue
+            if ranges:
+                index = simplify_with_ranges(index, ranges)
             expanded = sympy.expand(index)
             if expanded.coeff(last_reduced) == 1:
                 along_reduced += 1

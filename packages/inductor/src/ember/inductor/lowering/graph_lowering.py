@@ -19,7 +19,7 @@ import torch
 
 from ember.inductor.errors import InductorError
 from ember.inductor.ir import body
-from ember.inductor.ir.indexing import Expr, as_expr, index_var, same
+from ember.inductor.ir.indexing import Expr, as_expr, index_var, product, same
 from ember.inductor.ir.program import ExternNode, LoopNode, Program, Storage, TensorArg
 from ember.inductor.ir.tensors import Layout, Lazy, StorageView, TensorValue
 from ember.inductor.lowering.split_reduction import Split, plan_split, reads_along_outputs
@@ -45,6 +45,9 @@ REALIZE_ANY_COST = 400
 # this cost (`_row_local_readers`).
 REALIZE_ROW_LOCAL_COST = 64
 ROW_LOCAL_READS = 4  # ...and reads at most this many storages (each reader reads them again)
+# A shared lazy value loading more whole tensors than this is realized, however few its ops
+# (`_whole_reads`): each reader's kernel would load them all again.
+REALIZE_SHARED_READS = 4
 
 
 class Unlowerable(Exception):
@@ -179,6 +182,7 @@ class LoweringContext:
                 tree,
                 [x for x, size in zip(xs, ranges) if size != 1],
                 [r for r, size in zip(rs, reduction_ranges) if size != 1],
+                dict(zip([*xs, *rs], [*ranges, *reduction_ranges])),
             )
             split = plan_split(ranges, reduction_ranges, reduction_type, column)
         if split is not None:
@@ -651,9 +655,56 @@ def _lower_node(ctx: LoweringContext, node: Node) -> None:
                 and _row_local_readers(ctx, value)
             )
             and not _one_expression(ctx, value)
+        ) or (
+            ctx.uses_left.get(value.name, 0) > 1
+            and len(lowered.reads) > REALIZE_SHARED_READS
+            and _whole_reads(lowered) > REALIZE_SHARED_READS
+            and not _one_expression(ctx, value)
         )
+        shared = shared and not _expands(ctx, lowered)
         if value.name in ctx.force_realize or shared or lowered.cost > REALIZE_ANY_COST:
             ctx.realize(lowered, ctx.spec_layout(value.name))
+
+
+def _expands(ctx: LoweringContext, value: Lazy) -> bool:
+    """Whether `value` has more elements than every storage it reads (overlapping windows:
+    max pooling's 3x3 windows of a batch-normalized map, read by its amax and its argmax).
+    Realized, it is written and read back at several times the size of its input (ResNet-50's
+    stem: 116 MB for a 51 MB map); inlined, each reader loads the input again, from cache."""
+    elements = _numel(value.size)
+    if elements is None:
+        return False
+    largest = 0
+    for name in value.reads:
+        storage = ctx.program.storages.get(name)
+        layout = None if storage is None else storage.layout or storage.declared
+        size = _numel(layout.size) if layout is not None else None
+        if size is None:
+            return False
+        largest = max(largest, size)
+    return elements > 2 * largest
+
+
+def _numel(size: Sequence[Expr]) -> int | None:
+    total = sympy.sympify(product(size)) if size else sympy.S.One
+    return int(total) if total.is_Integer else None
+
+
+def _whole_reads(value: Lazy) -> int:
+    """How many storages `value` loads at every point (indexed by each of its loop variables
+    of size > 1). ResNet-50's backward summed each stage's residual gradient as a chain of
+    ReLU masks and branch gradients, a few ops a link: each link, lazy, was loaded again by
+    the batch-norm reductions and the gradient kernel of its block (7 maps of 51 MB in one
+    kernel of stage 1)."""
+    variables, tree = _trace(value.fn, value.size, "x")
+    wanted = {v for v, size in zip(variables, value.size) if size != 1}
+    return len(
+        {
+            str(load.args[0])
+            for load in body.loads(tree)
+            if isinstance(load.args[1], sympy.Expr) and wanted <= load.args[1].free_symbols
+        }
+    )
 
 
 def _one_expression(ctx: LoweringContext, value: Value) -> bool:

@@ -133,11 +133,17 @@ def _column_split(outputs: int, dims: list[int]) -> Split | None:
 
 
 def reads_along_outputs(
-    tree: body.BodyValue, outputs: Sequence[sympy.Symbol], reduced: Sequence[sympy.Symbol]
+    tree: body.BodyValue,
+    outputs: Sequence[sympy.Symbol],
+    reduced: Sequence[sympy.Symbol],
+    ranges: dict[sympy.Symbol, Expr] | None = None,
 ) -> bool:
     """Whether more of the loads of a reduction's body walk memory with stride 1 along its
-    innermost output dim than along its innermost reduced dim (a column reduction)."""
-    along_outputs, along_reduced = load_directions([tree], outputs, reduced)
+    innermost output dim than along its innermost reduced dim (a column reduction).
+    `ranges`: each loop variable's size, to see through a view's index arithmetic (GPT-2's
+    bias gradients, a sum over a [4096, 768] view, counted as neither and ran unsplit: 12
+    programs, 45 us each, 25 a step on the H100)."""
+    along_outputs, along_reduced = load_directions([tree], outputs, reduced, ranges)
     return along_outputs > along_reduced
 
 
