@@ -134,6 +134,14 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
         ),
         lambda: (_randn(40),),
     ),
+    "silu_backward": (  # three loads and three stores, each store between loads
+        lambda gate, up, grad: (
+            F.silu(gate) * up,
+            grad * F.silu(gate),
+            grad * up * torch.sigmoid(gate) * (1 + gate * (1 - torch.sigmoid(gate))),
+        ),
+        lambda: (_randn(64, 48), _randn(64, 48), _randn(64, 48)),
+    ),
 }
 
 
@@ -218,6 +226,22 @@ def test_generated_kernels_compile_to_ptx_without_a_gpu(build_for_sm90: Any) -> 
         for kernel in kernels:
             assert kernel["ptx"], name
             assert all(".target sm_90" in ptx for ptx in kernel["ptx"]), name
+
+
+def test_a_pointwise_kernel_loads_everything_before_its_first_store(
+    build_for_sm90: Any,
+) -> None:
+    """The compiler may not move a load above a store through another pointer (they might
+    alias): a load after a store waits for memory a second time. Llama's SiLU backward
+    stored between its loads, 0.091 ms a call on the H100 against torch.compile's 0.077
+    (stores last). In the PTX each global load comes before the first global store."""
+    (kernel,) = build_for_sm90(__file__, ["silu_backward"])["silu_backward"]
+    (ptx,) = kernel["ptx"]
+    lines = ptx.splitlines()
+    loads = [i for i, line in enumerate(lines) if "ld.global" in line]
+    stores = [i for i, line in enumerate(lines) if "st.global" in line]
+    assert len(loads) >= 3 and len(stores) >= 3
+    assert max(loads) < min(stores)
 
 
 def test_a_kernel_never_reloads_what_it_stored_without_a_barrier(

@@ -89,6 +89,8 @@ class TritonKernelWriter(ValueScopes):
         self.rnumel: Expr = product(kernel.inner)
         self.tiling: Tiling = choose_tiling(kernel, program)
         self.wide = self._needs_int64()
+        # a pointwise kernel's stores, emitted after all its loads (`_defers_stores`)
+        self.deferred: list[str] | None = [] if self._defers_stores() else None
 
     # ---- emission helpers -------------------------------------------------------------------
 
@@ -112,6 +114,21 @@ class TritonKernelWriter(ValueScopes):
             if not (name[0] in "xr" and name[1:].isdigit()) and not name.startswith("ind"):
                 self.sizes.add(name)
         return triton_index(expr)
+
+    def _defers_stores(self) -> bool:
+        """Whether a pointwise kernel's stores wait until its last load: the compiler may not
+        move a load above a store through another pointer (they might alias), so a load
+        after a store waited for memory a second time. Llama's SiLU backward (three loads,
+        three stores, interleaved) took 0.091 ms a call on the H100, torch.compile's 0.077
+        with its stores last. Indirect and atomic accesses keep their order."""
+        if self.reduces:
+            return False
+        for member in self.kernel.members:
+            if member.store_mode == "atomic_add" or member.store_indirect:
+                return False
+            if any(load.args[2] for load in member.loads()):
+                return False
+        return True
 
     def _needs_int64(self) -> bool:
         """Whether an index may pass int32: symbolic sizes count at their largest value
@@ -373,6 +390,8 @@ class TritonKernelWriter(ValueScopes):
             else:
                 self._store(member, self.value(member.body, {}))
                 position += 1
+        for store in self.deferred or ():
+            self.line(store)
         return self.lines
 
     def _split(self, flat: str, prefix: str, sizes: tuple[Expr, ...]) -> None:
@@ -516,6 +535,10 @@ class TritonKernelWriter(ValueScopes):
         else:
             variable = self.fresh("stored")
             self.line(f"{variable} = {stored}")
-            self.line(f"tl.store({pointer}, {variable}, {mask})")
+            store = f"tl.store({pointer}, {variable}, {mask})"
+            if self.deferred is not None:
+                self.deferred.append(store)
+            else:
+                self.line(store)
             self.stored[storage] = (variable, self.loop)
         self.forget_loads(storage)
