@@ -218,3 +218,28 @@ def test_training_with_attention_dropout_runs_without_cuda_graphs(
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert "efficient_attention" in _why(caplog) and "dropout" in _why(caplog), _why(caplog)
     assert tree_for(CUDA).replays == 0, _why(caplog)
+
+
+def test_the_warm_up_leaves_no_cached_memory_beside_the_pool() -> None:
+    """The first recording gives back the blocks the eager warm-up left cached: a graph with a
+    256 MB output holds it once (its pool), not once more in the allocator's cache."""
+    from ember.runtime.cudagraphs import cudagraphify
+
+    reset_trees()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_reserved()
+    x = torch.randn(64 * 2**20 // 4 * 4, device=CUDA)  # 64 M floats: 256 MB
+
+    def double(args: list[Any]) -> tuple[torch.Tensor]:
+        return (args[0] * 2,)
+
+    call = cudagraphify(double, name="double", device=CUDA, static_positions=[0])
+    for _ in range(3):  # warm-up, record, replay
+        (out,) = call([x])
+        torch.testing.assert_close(out, x * 2)
+        del out
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_reserved() - before - x.nbytes
+    assert held < 1.5 * x.nbytes, f"{held / 2**20:.0f} MB reserved beside the input"
+    reset_trees()

@@ -62,6 +62,7 @@ class CudaRecorder:
 
     def __init__(self, pool: MemoryPool) -> None:
         self.pool = pool
+        self.recorded = False  # whether a graph was captured into the pool yet
 
     def record(self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any]) -> Recording:
         graph = torch.cuda.CUDAGraph()
@@ -69,6 +70,15 @@ class CudaRecorder:
         current = torch.cuda.current_stream(self.pool.device)
         stream.wait_stream(current)
         torch.cuda.synchronize(self.pool.device)
+        if not self.recorded:
+            # The warm-up runs (eager, before any recording) left their freed blocks cached
+            # in the caching allocator, where the pool cannot take them: given back now, the
+            # process does not hold that memory twice (H100, ResNet-50 training: reserved
+            # 3792 MB against torch.compile's 1702, whose trees warm up inside their pool;
+            # BERT inference 5154 against 4620, one logits tensor). Free blocks of graphs'
+            # pools stay with their graphs.
+            torch.cuda.empty_cache()
+            self.recorded = True
         # cuBLAS keeps a workspace per stream in the caching allocator; dropping them lets the
         # capture stream's workspace live in the pool instead of beside one more (torch's trees
         # do the same)
