@@ -84,3 +84,30 @@ def test_a_symbolic_joint_is_decomposed_over_its_symbols() -> None:
         compiled(x, w_compiled).sum().backward()
         _normed(x, w_eager).sum().backward()
         torch.testing.assert_close(w_compiled.grad, w_eager.grad, rtol=1e-4, atol=1e-5)
+
+
+def _summed_to_row(x: torch.Tensor) -> torch.Tensor:
+    return x.sum_to_size(1, 4) * 2
+
+
+def test_a_backward_gets_an_input_holding_every_size_symbol() -> None:
+    # the gradient of sum_to_size is x's size [s0, 4] but its only input was the [1, 4]
+    # tangent: a compiled backward, which reads its symbols from its inputs' sizes, could
+    # not know s0 (NameError in inductor's wrapper); the partition saves the primal x too
+    import sympy
+
+    graph = trace(_summed_to_row, torch.randn(3, 4), dynamic=True)
+    assert set(graph.symbols) == {"s0"}  # the leading size
+    parts = partition(trace_joint(graph, [True]))
+    bare = {
+        str(size)
+        for graph_input in parts.backward.inputs
+        for size in graph_input.value.spec.shape
+        if isinstance(size, sympy.Symbol)
+    }
+    assert bare == {"s0"}
+    compiled = aot_eager(graph, [torch.randn(3, 4)])
+    for rows in (3, 7):
+        x = torch.randn(rows, 4, requires_grad=True)
+        compiled(x).sum().backward()
+        torch.testing.assert_close(x.grad, torch.full((rows, 4), 2.0))

@@ -13,6 +13,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import sympy
+
 from ember.autodiff.dead_code import references
 from ember.autodiff.errors import PartitionError
 from ember.autodiff.joint import JointGraph
@@ -85,6 +87,7 @@ def partition(
         raise PartitionError(
             f"unknown partitioner {partitioner!r}; choose one of {', '.join(PARTITIONERS)}"
         )
+    saved = _with_size_carriers(layout, saved)
     forward = _forward_graph(layout, saved)
     backward = _backward_graph(layout, saved)
     elapsed = f"{(time.perf_counter() - started) * 1e3:.1f}"
@@ -171,6 +174,35 @@ class _Layout:
             )
         reads.update(name for name in self.gradient_refs() if name not in self.tangent_dependent)
         return reads - self.constants
+
+
+def _with_size_carriers(layout: _Layout, saved: list[str]) -> list[str]:
+    """`saved` plus, for each size symbol that no saved value or tangent has as a dim, a
+    primal that has it: a compiled backward reads its symbols from its inputs' sizes (the
+    gradient of `x.sum_to_size(1, 4)` is `[s0, s1]` but its only input is `[1, 4]`: the
+    backward's wrapper raised NameError: s0). A primal is a tensor the caller passed: saving
+    it copies nothing."""
+    if not layout.graph.symbols:
+        return saved
+
+    def dims(names: Iterable[str]) -> set[str]:
+        found: set[str] = set()
+        for name in names:
+            spec = layout.values[name].spec
+            if isinstance(spec, TensorSpec):
+                found.update(str(s) for s in spec.shape if isinstance(s, sympy.Symbol))
+        return found
+
+    have = dims([*saved, *layout.tangents])
+    carriers = []
+    for name in layout.primals:
+        held = dims([name])
+        if held - have:
+            carriers.append(name)
+            have |= held
+    if not carriers:
+        return saved
+    return sorted({*saved, *carriers}, key=layout.order.__getitem__)
 
 
 def _naive_saved(layout: _Layout) -> list[str]:
