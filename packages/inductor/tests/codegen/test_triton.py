@@ -134,6 +134,10 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
         ),
         lambda: (_randn(40),),
     ),
+    "small_column_sums": (  # persistent [XBLOCK, RBLOCK] tiles along the outputs, ragged
+        lambda x, y: (x.sum(0), y.sum(0)),
+        lambda: (_randn(896, 64), _randn(300, 40)),
+    ),
     "silu_backward": (  # three loads and three stores, each store between loads
         lambda gate, up, grad: (
             F.silu(gate) * up,
@@ -216,6 +220,7 @@ PTX_CASES = (
     "index_add_atomic",
     "bfloat16_layer_norm",
     "math_functions",
+    "small_column_sums",
 )
 
 
