@@ -33,6 +33,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import statistics
 import subprocess
 import sys
@@ -437,8 +438,14 @@ def run_suite(
                     continue
                 command = [sys.executable, "-m", "benchmarks.gemm_templates",
                            "--worker", f"{model}:{mode}:{backend}", *(["--smoke"] if smoke else [])]  # fmt: skip
+                # ember.compile applies EMBER_LOGS to its log topics (off unless named): name
+                # autotune, or the worker's count of ember's choices reads nothing
+                topics = ",".join(t for t in (os.environ.get("EMBER_LOGS", ""), "autotune") if t)
+                environment = {**os.environ, "EMBER_LOGS": topics}
                 try:
-                    done = subprocess.run(command, capture_output=True, text=True, timeout=left)
+                    done = subprocess.run(
+                        command, capture_output=True, text=True, timeout=left, env=environment
+                    )
                 except subprocess.TimeoutExpired:
                     emit({**case, "timeout_s": round(left, 1)})
                     continue
