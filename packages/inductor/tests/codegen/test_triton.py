@@ -44,6 +44,15 @@ def _ints(low: int, high: int, size: int) -> torch.Tensor:
     return torch.randint(low, high, (size,), generator=_g())
 
 
+def _gradient_statistics(*maps: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """A residual stage's input gradient (bf16), upcast once and read by two batch-norm
+    backwards (tests/lowering/test_graph_lowering.py: stored as bf16)."""
+    *branches, mask, x = maps
+    total = branches[0] + branches[1] + branches[2] + branches[3]
+    grad = torch.ops.aten.threshold_backward.default(total, mask, 0).float()
+    return grad.sum((0, 2)), (grad * x).sum((0, 2)), grad * x - grad.mean(), (grad * 2).sum(0)
+
+
 CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]]]] = {
     "pointwise_broadcast": (
         lambda x, y: torch.sigmoid(x) * y + torch.erf(x),
@@ -137,6 +146,10 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
     "small_column_sums": (  # persistent [XBLOCK, RBLOCK] tiles along the outputs, ragged
         lambda x, y: (x.sum(0), y.sum(0)),
         lambda: (_randn(896, 64), _randn(300, 40)),
+    ),
+    "shared_bfloat16_upcast": (  # a bf16 gradient stored once, upcast where it is read
+        _gradient_statistics,
+        lambda: (*(_randn(6, 5, 4, dtype=torch.bfloat16) for _ in range(5)), _randn(6, 5, 4)),
     ),
     "silu_backward": (  # three loads and three stores, each store between loads
         lambda gate, up, grad: (
