@@ -247,3 +247,23 @@ def test_broadcast_shapes_of_equal_symbolic_shapes_adds_no_guard() -> None:
     n = env.create_symint(6) - 1
     assert broadcast_shapes([4, n], [4, n]) == [4, n]
     assert not env.guards
+
+
+def test_a_symbolic_pooling_decomposes_though_its_sizes_are_spelled_otherwise() -> None:
+    # max_pool2d's meta rule gives floor(s/2) and its decomposition ceiling(s/2 - 3/2) + 1:
+    # equal for every integer s, but the spec check compared the expressions and raised
+    # DecompositionError (inductor then ran the Graph's ATen ops)
+    from ember.prims import Ref, Tracer, tree_flatten
+    from ember.prims.decompositions import PRIM_DECOMPOSITIONS, decompose
+    from ember.prims.symbolic import ShapeEnv
+
+    x = torch.randn(1, 3, 9, 10)
+    tracer = Tracer(ShapeEnv())
+    traced = tracer.add_input(x, "x", dynamic_dims=(2, 3))
+    tracer.set_inputs_signature(tree_flatten((x,))[1], [Ref(traced.value_name)])
+    with tracer.active():
+        out = torch.nn.functional.max_pool2d(traced, 2)
+    graph = tracer.finish(out)
+    assert graph.symbols
+    decomposed = decompose(graph, PRIM_DECOMPOSITIONS)
+    assert not any(node.target.startswith("aten::") for node in decomposed.nodes)

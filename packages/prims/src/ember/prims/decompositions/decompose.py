@@ -120,7 +120,7 @@ def _checked(tracer: Tracer, node: Node, value: Value, produced: Any) -> Any:
         # even in sizes recorded before the guard was)
         declared = [_known(tracer, size) for size in spec.shape]
         same = len(shape) == len(declared) and all(
-            sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0 for a, b in zip(shape, declared)
+            _same_size(tracer, a, b) for a, b in zip(shape, declared)
         )
         if produced.dtype != spec.dtype or not same:
             raise DecompositionError(
@@ -135,6 +135,35 @@ def _expr(tracer: Tracer, size: Any) -> Any:
     if isinstance(size, torch.SymInt) and tracer.shape_env is not None:
         return tracer.shape_env.to_sympy(size)
     return int(size)
+
+
+def _same_size(tracer: Tracer, a: Any, b: Any) -> bool:
+    """Whether two sizes are equal for every integer value of their symbols. sympy does not
+    see that `ceiling(s0/2)` is `floor(s0/2 + 1/2)` or that `ceiling(s1/2 - 3/2) + 1` is
+    `floor(s1/2)` (a pooling's output size written by its meta rule and by its
+    decomposition): expressions that sympy cannot subtract to 0 are compared at the symbols'
+    hints and at a spread of other sizes in their ranges."""
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    difference = sympy.expand(a - b)
+    if difference == 0:
+        return True
+    symbols = sorted(difference.free_symbols, key=str)
+    env = tracer.shape_env
+    if not symbols or env is None:
+        return False
+    for point in range(48):
+        values = {}
+        for position, sym in enumerate(symbols):
+            info = env.symbols.get(str(sym))
+            lower = info.lower if info is not None else 0
+            hint = info.hint if info is not None and info.hint is not None else lower
+            value = hint if point == 0 else lower + (point * (2 * position + 3) + position) % 61
+            if info is not None and info.upper is not None:
+                value = min(value, info.upper)
+            values[sym] = sympy.Integer(value)
+        if sympy.simplify(difference.xreplace(values)) != 0:
+            return False
+    return True
 
 
 def _known(tracer: Tracer, size: Any) -> Any:
