@@ -144,8 +144,8 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
         lambda: (_randn(40),),
     ),
     "small_column_sums": (  # persistent [XBLOCK, RBLOCK] tiles along the outputs, ragged
-        lambda x, y: (x.sum(0), y.sum(0)),
-        lambda: (_randn(896, 64), _randn(300, 40)),
+        lambda x, y, z: (x.sum(0), y.sum(0), z.sum(0)),
+        lambda: (_randn(896, 64), _randn(300, 40), _randn(100, 10500)),
     ),
     "shared_bfloat16_upcast": (  # a bf16 gradient stored once, upcast where it is read
         _gradient_statistics,

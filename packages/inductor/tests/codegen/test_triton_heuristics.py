@@ -61,3 +61,11 @@ def test_a_small_column_reduction_loads_whole_rows_in_many_programs() -> None:
         config = tiling.configs[0]
         assert tiling.persistent and (config.rblock or 0) >= rows, (rows, tiling)
         assert config.xblock >= 8 and outputs // config.xblock >= 8, (rows, tiling)
+
+
+def test_a_column_reduction_over_short_rows_is_persistent() -> None:
+    """The first half of a split batch-norm sum: many partial sums of about 100 rows each.
+    Looped in r-blocks of 32, each program waited for memory four times in a row."""
+    (tiling,) = _tilings(lambda x: x.sum(0), torch.randn(98, 16384))
+    config = tiling.configs[0]
+    assert tiling.persistent and config.rblock == 128 and config.xblock >= 32, tiling
