@@ -43,15 +43,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The loading process: ember and torch only (and, for `aot`, no triton and no compilers).
 LOADER = r"""
-import importlib.abc, json, os, sys, time
+import json, os, sys, time
 mode, device, backends, folders = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4:]
 if mode == "aot":
-    class NoTriton(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "triton" or name.startswith("triton."):
-                raise ImportError(name + " is unavailable to this process (aot check)")
-            return None
-    sys.meta_path.insert(0, NoTriton())
+    # triton as if not installed: `import triton` raises ImportError and find_spec answers
+    # None (torch's CUDA init asks find_spec whether triton exists; a finder that raises
+    # there breaks torch.cuda itself, as the first H100 run at 05:45 showed)
+    sys.modules["triton"] = None
     os.environ["PATH"] = "/nonexistent"
     os.environ["CXX"] = "/nonexistent/c++"
 started = time.perf_counter()
@@ -81,7 +79,7 @@ for folder in folders:
         rows.append({"backend": backend, "load_s": round(loaded, 3), "first_call_s": round(first, 3),
                      "max_abs_error": error, "max_abs_expected": scale,
                      "ran_as": program.backend_name})
-    foreign = sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in
+    foreign = sorted({m.split(".")[0] for m, v in sys.modules.items() if v is not None and m.split(".")[0] in
                       ("transformers", "benchmarks", "triton", "timm")})
     print("RESULT " + json.dumps({"folder": folder, "rows": rows, "foreign_modules": foreign,
                                  "process_s": round(time.perf_counter() - started, 3)}), flush=True)
@@ -217,7 +215,9 @@ def first_step(name: str, size: str, device: str, backend: str) -> dict[str, Any
         import ember
 
         _time_stages(stages)
-        compiled = ember.compile(module)
+        from ember.inductor.backend import inductor  # by object: a source tree has no entry points
+
+        compiled = ember.compile(module, backend=inductor)
     else:
         compiled = torch.compile(module)
     optimizer = torch.optim.SGD(module.parameters(), lr=1e-3)
@@ -238,7 +238,7 @@ def first_step(name: str, size: str, device: str, backend: str) -> dict[str, Any
     second = time.perf_counter() - begin
     return {"first_step_s": round(step, 3), "second_step_s": round(second, 4),
             "import_s": round(imported, 3), "stages_s": {k: round(v, 3) for k, v in stages.items()},
-            "loss": float(loss.detach()), "triton_imported": "triton" in sys.modules}  # fmt: skip
+            "loss": float(loss.detach()), "triton_imported": sys.modules.get("triton") is not None}  # fmt: skip
 
 
 def _time_stages(stages: dict[str, float]) -> None:
