@@ -13,11 +13,20 @@ wheels, never the source tree: fail at once if `ember` resolves to packages/*/sr
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent
+
+# `benchmarks` (the repository's benchmark package, not an installed one) is imported by its own
+# tests, by integration tests and by processes they spawn (torch.multiprocessing unpickles a
+# `benchmarks` function in the child, with the parent's sys.path): under
+# --import-mode=importlib nothing else puts the repository root on sys.path. The root holds no
+# `ember` package, so the isolation session still imports ember from the installed wheels.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 if os.environ.get("EMBER_TEST_DEVICE", "cpu") == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
