@@ -18,6 +18,7 @@ from ember.prims.minify import (
     FailureKind,
     blocked_layers,
     compare,
+    load_repro,
     minify,
     probe,
     record_failure,
@@ -111,3 +112,19 @@ def test_compare_names_the_first_difference() -> None:
     )
     assert "shape" in (compare(expected, (torch.ones(4), 2)) or "")
     assert "3 instead of 2" in (compare(expected, (torch.ones(3), 3)) or "")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_cuda_repro_loads_its_inputs_on_the_gpu_and_reproduces(tmp_path: Path) -> None:
+    """Graph constants load on the CPU; a CUDA repro's inputs go back to the GPU, so its
+    failure reproduces (it met a device mismatch instead: the H100 run of 2026-11-25)."""
+    inputs = [tensor.cuda() for tensor in _inputs()]
+    graph = prims.trace(model, *inputs)
+    failure = probe(planted.backend, graph, inputs)
+    assert failure is not None and failure.kind is FailureKind.ACCURACY
+    directory = record_failure(tmp_path, planted.backend, graph, inputs, failure, minify=True)
+    assert directory is not None
+    _, loaded, _ = load_repro(directory)
+    assert all(tensor.is_cuda for tensor in loaded)
+    assert run_repro(directory) == 1

@@ -198,7 +198,13 @@ def load_repro(directory: str | Path) -> tuple[Graph, list[Any], dict[str, Any]]
     path = Path(directory)
     manifest = json.loads((path / "repro.json").read_text())
     graph = load(path / "graph.ember")
-    tensors = list(Interpreter(load(path / "inputs.ember"))())
+    carrier = load(path / "inputs.ember")
+    # constants load on the CPU: each input goes back to the device its spec names (a CUDA
+    # repro's inputs met a CUDA Graph on the CPU and failed with a device mismatch instead)
+    tensors = [
+        tensor.to(held.value.spec.device) if isinstance(held.value.spec, TensorSpec) else tensor
+        for tensor, held in zip(Interpreter(carrier)(), carrier.inputs, strict=True)
+    ]
     inputs: list[Any] = []
     for described in manifest["inputs"]:
         if described["tensor"]:
