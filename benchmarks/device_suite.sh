@@ -8,8 +8,12 @@
 #
 #   bash benchmarks/device_suite.sh [runner arguments...]
 #
+# Carry `.whl/` (the `bytecode` wheel) to a bare device image: the script installs it and puts
+# the source tree on PYTHONPATH when ember is not installed.
+#
 # Environment: OUT (default benchmarks/results/suite), BENCH_BUDGET runner seconds (default
-# 500), BENCH_JOBS workers (default 10), BENCH_MODELS (default: all, in the order below),
+# 500), BENCH_JOBS workers (default 10), BENCH_CASE_TIMEOUT seconds a case (default 240, as
+# run 7), BENCH_MODELS (default: all, in the order below),
 # BENCH_BACKENDS (default eager,torch.compile,ember:inductor), SANITIZE_MODELS (comma list,
 # default none), SANITIZE_JOBS (default 3), SANITIZE_MODES, SANITIZE_SIZE, SANITIZE_ONLY=1
 # (no suite, only the sanitizer), PYTHON.
@@ -29,6 +33,20 @@ export EMBER_COMPILE_THREADS="${EMBER_COMPILE_THREADS:-3}"
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.log") 2>&1
+
+# A bare device image has no `bytecode` (capture's one pure-Python dependency) and no ember:
+# install a carried `.whl/` into a private folder, and put the source tree's packages on the
+# path, so that a plain checkout runs (without them every case is `not_available`).
+if ! "$PYTHON" -c 'import bytecode' 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
+    site="$(mktemp -d /tmp/ember-site.XXXXXX)"
+    "$PYTHON" -m pip install -q --no-index --no-deps --target "$site" .whl/*.whl \
+        && export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+if ! "$PYTHON" -c 'import ember.capture' 2>/dev/null; then
+    sources="$(printf '%s:' "$PWD"/packages/*/src)$PWD/src"
+    export PYTHONPATH="$sources${PYTHONPATH:+:$PYTHONPATH}"
+    echo "ember: the source tree on PYTHONPATH"
+fi
 
 # ember's backends are found through entry points ("ember.backends"), which a source tree on
 # PYTHONPATH does not provide: without wheels, write their dist-info from the pyproject files.
@@ -89,7 +107,7 @@ if [[ -z "${SANITIZE_ONLY:-}" ]]; then
     timeout --kill-after=15 $((BUDGET + 40)) "$PYTHON" -m benchmarks.run \
         --device cuda --size medium --dtypes bf16 --backends "$BACKENDS" --out "$OUT" \
         --budget "$BUDGET" --jobs "$JOBS" --no-pause --models "$MODELS" --no-warm-compile \
-        --case-timeout "${BENCH_CASE_TIMEOUT:-120}" --model-budget 300 --steps 5 --warmup 2 \
+        --case-timeout "${BENCH_CASE_TIMEOUT:-240}" --model-budget 300 --steps 5 --warmup 2 \
         --timing-allowance 2 "$@"
     echo "== runner exit status $?"
 fi
