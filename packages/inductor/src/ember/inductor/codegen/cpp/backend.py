@@ -15,6 +15,7 @@ from ember.inductor.codegen.cpp.compiler import (
 )
 from ember.inductor.codegen.cpp.kernel import CppKernel
 from ember.inductor.codegen.cpp.ops import CPP_TYPES, PRELUDE
+from ember.inductor.codegen.cpp.tiling import TRANSPOSE_PRELUDE
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
 from ember.runtime import ArtifactCache, load_shared_library
@@ -31,7 +32,10 @@ class CppBackend:
         return CppKernel(kernel, program).generate()
 
     def module(self, kernels: Sequence[KernelSource]) -> str:
-        return "\n\n".join([PRELUDE.strip(), *(k.source for k in kernels)]) + "\n"
+        prelude = [PRELUDE.strip()]
+        if any("ember_transpose_tile(" in k.source for k in kernels):
+            prelude.append(TRANSPOSE_PRELUDE.strip())  # <immintrin.h> costs ~0.4 s a build
+        return "\n\n".join([*prelude, *(k.source for k in kernels)]) + "\n"
 
     def load(self, module: str, cache: ArtifactCache) -> dict[str, Callable[..., None]]:
         key = cache.key(

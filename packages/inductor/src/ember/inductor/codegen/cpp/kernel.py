@@ -26,7 +26,7 @@ from ember.inductor.codegen.cpp.ops import (
 from ember.inductor.codegen.cpp.outer_lanes import generate_outer_lanes, outer_lanes
 from ember.inductor.codegen.cpp.printer import cpp_index
 from ember.inductor.codegen.cpp.row_reuse import row_capacity, shared_rows, structure, subtrees
-from ember.inductor.codegen.cpp.tiling import open_tiled_loops, transposed_tile
+from ember.inductor.codegen.cpp.tiling import generate_tiled, transposed_tile
 from ember.inductor.codegen.value_scopes import ValueScopes, operand_key
 from ember.inductor.ir.body import BodyValue
 from ember.inductor.ir.indexing import Expr, index_var, product
@@ -58,6 +58,9 @@ class CppKernel(ValueScopes):
         # row values a reduction loop saves for a later loop (row_reuse.py), by structure
         self.shared: dict[tuple[object, ...], str] = {}
         self.saved: set[str] = set()  # rows already written by an emitted reduction loop
+        # transposed loads a whole tile reads from its stack buffers (tiling.py), by
+        # (storage, index)
+        self.staged: dict[tuple[str, str], str] = {}
 
     # ---- emission helpers -------------------------------------------------------------------
 
@@ -66,7 +69,7 @@ class CppKernel(ValueScopes):
 
     @contextmanager
     def block(self, header: str) -> Iterator[None]:
-        self.line(header + " {")
+        self.line(f"{header} {{".lstrip())
         self.depth += 1
         self.scopes.append({})
         try:
@@ -134,6 +137,9 @@ class CppKernel(ValueScopes):
             local = self.locals.get(str(storage))
             if local is not None:
                 return local
+            staged = self.staged.get((str(storage), str(index))) if not indirect else None
+            if staged is not None:
+                return staged
             self.storages[str(storage)] = None
             return f"{storage}[{self.index(index.xreplace(substitution))}]"
         if op == "constant":
@@ -187,8 +193,8 @@ class CppKernel(ValueScopes):
         if lanes is not None:
             generate_outer_lanes(self, outer_vars, numel, lanes)
         elif tile is not None:
-            open_tiled_loops(self, outer_vars, numel, tile)
-            loops_open = 1
+            generate_tiled(self, outer_vars, numel, tile)
+            return self._finish(header_lines)
         elif parallel_outer:
             # pointwise kernels: threads over all loops but the last, SIMD over the last
             # (collapsing the last loop too would hide its stride-1 accesses from the vectorizer)
