@@ -31,10 +31,26 @@ EXTERN_OPS = (
 )
 
 
+# Arguments whose strides the op checks, by name: each reaches it in the strides the Graph
+# declares (eager's), copied there if need be (`LoweringContext.extern`). Memory-efficient
+# attention refuses a bias whose strides but the last are not multiples of 8 elements;
+# eager's attention pads the bias to make them so (`lowering/argument_layouts.py`).
+EXACT_STRIDES: dict[str, tuple[str, ...]] = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu.default": ("attn_mask",),
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward.default": ("attn_mask",),
+    "aten::_scaled_dot_product_efficient_attention.default": ("attn_bias",),
+    "aten::_scaled_dot_product_efficient_attention_backward.default": ("attn_bias",),
+    "aten::_scaled_dot_product_cudnn_attention.default": ("attn_bias",),
+    "aten::_scaled_dot_product_cudnn_attention_backward.default": ("attn_bias",),
+}
+
+
 def _extern(target: str) -> None:
+    exact = EXACT_STRIDES.get(target, ())
+
     @lowers(target)
     def lower(ctx: LoweringContext, *args: Any, **kwargs: Any) -> list[Any]:
-        return ctx.extern(target, args, kwargs, is_fallback=False)
+        return ctx.extern(target, args, kwargs, is_fallback=False, exact=exact)
 
 
 for _target in EXTERN_OPS:

@@ -21,7 +21,12 @@ from ember.inductor.errors import InductorError
 from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr, as_expr, index_var, product, same
 from ember.inductor.ir.program import ExternNode, LoopNode, Program, Storage, TensorArg
-from ember.inductor.ir.tensors import Layout, Lazy, StorageView, TensorValue, lazy
+from ember.inductor.ir.tensors import Layout, Lazy, Relayout, StorageView, TensorValue, lazy
+from ember.inductor.lowering.argument_layouts import (
+    non_overlapping,
+    repeated_once,
+    same_strides,
+)
 from ember.inductor.lowering.split_reduction import Split, plan_split, reads_along_outputs
 from ember.inductor.lowering.table import LOWERINGS
 from ember.prims import Graph, Node, Ref, TensorSpec, Value, resolve_op
@@ -145,20 +150,34 @@ class LoweringContext:
         """A view of a lazy value realized as a view of its base's memory, when it takes the
         wanted strides there (`layout`, else row-major): one buffer holds both. A backward's
         gradient and its transpose, the arguments of the two matmuls that read it, were
-        written twice (Llama's MLP: 46 MB twice a layer)."""
-        assert value.view is not None
-        base, relayout = value.view
+        written twice (Llama's MLP: 46 MB twice a layer). The base may be several views
+        down (an attention bias expanded from a slice of its padded buffer: eager's
+        strides are the padded buffer's); the farthest base that gives the wanted strides
+        is realized."""
         wanted = layout or Layout.contiguous(value.dtype, value.size)
-        if base.realized is None:
-            planned = relayout(StorageView("", Layout.contiguous(base.dtype, base.size)))
-            if planned is None or not _same_layout(planned, wanted):
-                return None
-        memory = self.realize(base)
-        final = relayout(memory)
-        if final is None or not _same_layout(final, wanted):
-            return None
-        value.realized = StorageView(memory.storage, final)
-        return value.realized
+        chain: list[Relayout] = []
+        bases: list[tuple[Lazy, tuple[Relayout, ...]]] = []
+        link: Lazy = value
+        while link.view is not None:
+            base, relayout = link.view
+            chain.insert(0, relayout)
+            bases.insert(0, (base, tuple(chain)))
+            if base.realized is not None:
+                break
+            link = base
+        for base, relayouts in bases:  # the farthest base first
+            if base.realized is None:
+                planned = _relaid(StorageView("", Layout.contiguous(base.dtype, base.size)),
+                                  relayouts)  # fmt: skip
+                if planned is None or not _same_layout(planned, wanted):
+                    continue
+            memory = self.realize(base)
+            final = _relaid(memory, relayouts)
+            if final is None or not _same_layout(final, wanted):
+                continue  # a base realized earlier in other strides: a nearer one may do
+            value.realized = StorageView(memory.storage, final)
+            return value.realized
+        return None
 
     def reduction(
         self,
@@ -322,9 +341,18 @@ class LoweringContext:
     # ---- extern calls -----------------------------------------------------------------------
 
     def extern(
-        self, target: str, args: Sequence[Any], kwargs: dict[str, Any], is_fallback: bool
+        self,
+        target: str,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        is_fallback: bool,
+        exact: Sequence[int | str] = (),
     ) -> list[Any]:
-        """Call `target` on realized arguments; returns the current node's outputs' values."""
+        """Call `target` on realized arguments; returns the current node's outputs' values.
+        Lazy arguments are computed in the strides the Graph declares for them (eager's,
+        `argument_layouts.py`); the arguments at `exact` (positions and names: those the op
+        checks, an attention bias) are copied into them if an earlier realization chose
+        others."""
         node = self.node
         assert node is not None
         reads: set[str] = set()
@@ -333,10 +361,18 @@ class LoweringContext:
         mutated = _mutated_positions(schema)
 
         def as_arg(value: Any, position: int | str | None) -> Any:
+            declared = self._declared_layout(node, position, value)
             if isinstance(value, Lazy):
                 if position in mutated and value.family.viewed and value.realized is None:
                     raise _Restart(value.family.root or "")
-                value = self.realize(value, self._eager_layout(node, position, value))
+                value = self._realize_argument(value, declared)
+            if (
+                isinstance(value, StorageView)
+                and declared is not None
+                and _checked(exact, position, schema)
+                and not same_strides(value.layout, declared)
+            ):
+                value = self._realize_argument(_copy_of(value, self.origin()), declared)
             if isinstance(value, StorageView):
                 reads.add(value.storage)
                 if position in mutated:
@@ -392,11 +428,14 @@ class LoweringContext:
         )
         return results
 
-    def _eager_layout(self, node: Node, position: int | str | None, value: Lazy) -> Layout | None:
-        """The strides eager gave an extern op's argument, when they are dense: a weight cast
-        then transposed for a matmul stays row-major and is passed transposed, as eager does,
-        instead of being written out transposed (misaligned rows make cuBLAS pick slow
-        kernels, and the cast itself would read across rows)."""
+    def _declared_layout(self, node: Node, position: int | str | None, value: Any) -> Layout | None:
+        """The layout the Graph declares for an extern op's tensor argument (eager's strides),
+        when it describes `value`: a weight cast then transposed for a matmul stays row-major
+        and is passed transposed, as eager does, instead of being written out transposed
+        (misaligned rows make cuBLAS pick slow kernels, and the cast itself would read across
+        rows); a padded attention bias keeps its padded strides."""
+        if not isinstance(value, (Lazy, StorageView)):
+            return None
         if isinstance(position, int):
             ref = node.args[position] if position < len(node.args) else None
         else:
@@ -406,9 +445,36 @@ class LoweringContext:
         layout = self.spec_layout(ref.name)
         if layout is None or layout.dtype != value.dtype or len(layout.size) != len(value.size):
             return None
-        if not all(same(a, b) for a, b in zip(layout.size, value.size)) or not _dense(layout):
+        if not all(same(a, b) for a, b in zip(layout.size, value.size)):
             return None
         return layout
+
+    def _realize_argument(self, value: Lazy, declared: Layout | None) -> StorageView:
+        """An extern argument computed in its declared layout: dense or with gaps, as it is
+        (a view of its base's memory where the Graph's views lead there); one that repeats
+        elements, as a view of its base's memory, else computed once along the repeated
+        dims and viewed with stride 0; anything else (or no declared layout) row-major."""
+        if declared is None:
+            return self.realize(value)
+        if _dense(declared) or non_overlapping(declared):
+            return self.realize(value, declared)
+        if value.realized is not None:
+            return value.realized
+        if value.view is not None:
+            shared = self._realize_view(value, declared)
+            if shared is not None:
+                return shared
+        once = repeated_once(declared)
+        if once is None:
+            return self.realize(value)
+        load = value.loader()
+        computed = self.realize(Lazy(value.dtype, once.size, load, value.current_reads(),
+                                     value.origins, cost=value.cost), once)  # fmt: skip
+        value.realized = StorageView(
+            computed.storage,
+            Layout(declared.dtype, declared.size, declared.stride, computed.layout.offset),
+        )
+        return value.realized
 
     # ---- specs -------------------------------------------------------------------------------
 
@@ -879,6 +945,32 @@ def _size_one_strides(layout: Layout, wanted: Layout) -> Layout:
         for have, want, size in zip(layout.stride, wanted.stride, layout.size)
     )
     return Layout(layout.dtype, layout.size, stride, layout.offset)
+
+
+def _checked(exact: Sequence[int | str], position: int | str | None,
+             schema: torch.FunctionSchema | None) -> bool:  # fmt: skip
+    """Whether the argument at `position` (an index or a name) is one of `exact`, which name
+    arguments by index or by name."""
+    if position is None:
+        return False
+    if position in exact:
+        return True
+    if schema is None:
+        return False
+    names = [argument.name for argument in schema.arguments]
+    if isinstance(position, int):
+        return position < len(names) and names[position] in exact
+    return position in names and names.index(position) in exact
+
+
+def _relaid(memory: StorageView, relayouts: Sequence[Relayout]) -> Layout | None:
+    """The layout a chain of views takes over `memory` (None: a view no layout expresses)."""
+    layout: Layout | None = memory.layout
+    for relayout in relayouts:
+        if layout is None:
+            return None
+        layout = relayout(StorageView(memory.storage, layout))
+    return layout
 
 
 def _merge(*groups: tuple[str, ...]) -> tuple[str, ...]:
