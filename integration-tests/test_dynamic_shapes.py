@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+from torch.nn import functional as F
 
 import ember
 from ember.capture.testing import TinyDecoder
@@ -83,3 +84,33 @@ def test_transformers_llama_training_over_lengths_compiles_twice() -> None:
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5, msg=name)
     state = compiled.forward._ember_compiled
     assert state.captures == 2, state.recompile_reasons
+
+
+def _backward_ops_torch_cannot_size(
+    x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor
+) -> torch.Tensor:
+    # each backward op here has a torch meta kernel that refuses symbolic sizes: ember's
+    # decompositions give the joint trace their results (issue 19)
+    activations = F.hardswish(x) + F.hardsigmoid(x) + F.logsigmoid(x) + F.softshrink(x)
+    normed = F.group_norm(activations, 2, weight)
+    losses = F.smooth_l1_loss(normed, target, beta=0.5) + F.huber_loss(normed, target)
+    return losses + F.glu(normed, dim=1).square().mean()
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_gradients_of_backward_ops_over_symbolic_sizes_compile_once(backend: str) -> None:
+    torch.manual_seed(0)
+    weight = torch.randn(4)
+    compiled = ember.compile(_backward_ops_torch_cannot_size, backend=backend, dynamic=True)
+    for rows in (3, 7):
+        x = (torch.randn(rows, 4, 5) * 4).requires_grad_()
+        w = weight.clone().requires_grad_()
+        target = torch.randn(rows, 4, 5)
+        actual = compiled(x, target, w)
+        actual_grads = torch.autograd.grad(actual, [x, w])
+        x_eager, w_eager = x.detach().requires_grad_(), weight.clone().requires_grad_()
+        expected = _backward_ops_torch_cannot_size(x_eager, target, w_eager)
+        expected_grads = torch.autograd.grad(expected, [x_eager, w_eager])
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(actual_grads, expected_grads, rtol=1e-4, atol=1e-5)
+    assert compiled._ember_compiled.captures == 1

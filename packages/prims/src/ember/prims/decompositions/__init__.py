@@ -5,18 +5,23 @@ Importing this package fills `PRIM_DECOMPOSITIONS` and `CORE_ATEN_DECOMPOSITIONS
 """
 
 from ember.prims.decompositions import (  # noqa: F401  (each module registers on import)
+    activation_backward,
     activations,
     attention,
     creation,
     distances,
     elementwise,
     factorizations,
+    fold,
     fourier,
     indexing,
     linalg,
+    loss_backward,
     losses,
     normalization,
+    normalization_backward,
     pooling,
+    pooling_backward,
     random,
     rearrangement,
     reductions,

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ember.prims.decompositions.elementwise import inplace
 from ember.prims.decompositions.operands import (
     broadcast_shapes,
     canonical_dim,
@@ -398,8 +399,19 @@ def _triangle(a: torch.Tensor, diagonal: int, upper: bool) -> torch.Tensor:
     return prims.where(keep, a, scalar_like(0, a))
 
 
-to_prims("aten::triu.default")(lambda a, diagonal=0: _triangle(a, diagonal, True))
-to_prims("aten::tril.default")(lambda a, diagonal=0: _triangle(a, diagonal, False))
+def _triu(a: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+    return _triangle(a, diagonal, True)
+
+
+def _tril(a: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+    return _triangle(a, diagonal, False)
+
+
+to_prims("aten::triu.default")(_triu)
+to_prims("aten::tril.default")(_tril)
+# householder_product's backward zeroes a triangle of a tensor it made, in place
+to_prims("aten::triu_.default")(inplace(_triu))
+to_prims("aten::tril_.default")(inplace(_tril))
 
 
 @to_prims("aten::masked_scatter.default")

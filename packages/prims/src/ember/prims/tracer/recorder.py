@@ -172,6 +172,9 @@ class Tracer:
         target = op_name(func)
         if target in PROBED_OPS:
             return _probe(func, args, kwargs)
+        query = METADATA_QUERIES.get(target)
+        if query is not None:
+            return query(*args, **kwargs)
         source = user_location()
         node_args = [self._argument(a) for a in args]
         node_kwargs = {key: self._argument(a) for key, a in kwargs.items()}
@@ -223,13 +226,18 @@ class Tracer:
             return missing(*args, **kwargs)
         except RuntimeError:
             # Many C++ meta kernels take concrete sizes only; ember's decomposition of the op
-            # into prims (whose meta rules are ember's own) gives the symbolic result.
+            # into prims (whose meta rules are ember's own) gives the symbolic result, else
+            # ember's own shape rule for an op torch has no meta kernel for (its C++ kernel
+            # refuses symbolic sizes before it can say so).
             if not symbolic:
                 raise
             result = self._meta_by_decomposition(target, args, kwargs)
-            if result is None:
+            if result is not None:
+                return result
+            missing = MISSING_META.get(target)
+            if missing is None:
                 raise
-            return result
+            return missing(*args, **kwargs)
 
     def _meta_by_decomposition(self, target: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """The op's meta result computed by tracing its prims decomposition, or None."""
@@ -417,6 +425,15 @@ METADATA_NUMBER_OPS = frozenset(
 # the op runs, unrecorded, on empty tensors of the same sizes on the real device, and the
 # trace follows the same choice eager makes.
 PROBED_OPS = frozenset({"aten::_fused_sdp_choice.default"})
+
+
+# Ops that read a tensor's metadata and compute nothing: answered from the tracing tensor
+# itself (its sizes are the Graph's, symbolic where they are), never recorded. Autograd asks
+# `size` through the dispatcher in some backward formulas (sgn's zero gradient of a real
+# input), where torch's own kernel refuses a meta tensor of symbolic sizes.
+METADATA_QUERIES: dict[str, Any] = {
+    "aten::size.default": lambda tensor: list(tensor.shape),
+}
 
 
 def _probe(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

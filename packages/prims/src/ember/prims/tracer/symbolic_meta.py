@@ -32,7 +32,12 @@ def _symbolic(arg: Any) -> bool:
     if isinstance(arg, torch.SymInt | torch.SymFloat | torch.SymBool):
         return True
     if isinstance(arg, torch.Tensor):
-        return any(isinstance(s, torch.SymInt) for s in (*arg.shape, *arg.stride()))
+        # A meta kernel's result can keep SymInt sizes that are constants (broadcasting s0
+        # with 5 under the guard s0 == 5): Python reads them as ints, but torch's C++ kernels
+        # still see a symbolic tensor and refuse it as they refuse any other.
+        return arg._has_symbolic_sizes_strides or any(
+            isinstance(s, torch.SymInt) for s in (*arg.shape, *arg.stride())
+        )
     if isinstance(arg, list | tuple):
         return any(_symbolic(item) for item in arg)
     return False
@@ -69,6 +74,10 @@ def _statically_one(size: Size) -> bool:
     return isinstance(size, int) and size == 1
 
 
+def _statically_zero(size: Size) -> bool:
+    return isinstance(size, int) and size == 0
+
+
 def _same(a: Size, b: Size) -> bool:
     """Equal as expressions (no guard), or equal integers."""
     if isinstance(a, int) and isinstance(b, int):
@@ -102,6 +111,12 @@ def _view_strides(
     """
     if not old_sizes:
         return [1] * len(new_sizes)
+    if any(_statically_zero(size) for size in old_sizes):
+        # No elements: any strides do; torch keeps the old ones for the same sizes (a view
+        # of a batch of 0 transposed matrices) and takes contiguous ones otherwise.
+        if len(old_sizes) == len(new_sizes) and all(map(_same, old_sizes, new_sizes)):
+            return list(old_strides)
+        return contiguous_strides(new_sizes)
     new_strides: list[Size] = [0] * len(new_sizes)
     view_d = len(new_sizes) - 1
     chunk_base_stride = old_strides[-1]
