@@ -7,12 +7,8 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 
 from ember.inductor.codegen.backend import KernelSource
-from ember.inductor.codegen.cpp.compiler import (
-    FLAGS,
-    compile_shared_library,
-    compiler_version,
-    vector_math_flags,
-)
+from ember.inductor.codegen.cpp import probe_cache
+from ember.inductor.codegen.cpp.compiler import FLAGS, compile_shared_library, compiler_version
 from ember.inductor.codegen.cpp.kernel import CppKernel
 from ember.inductor.codegen.cpp.ops import CPP_TYPES, PRELUDE
 from ember.inductor.codegen.cpp.tiling import TRANSPOSE_PRELUDE
@@ -38,12 +34,15 @@ class CppBackend:
         return "\n\n".join([*prelude, *(k.source for k in kernels)]) + "\n"
 
     def load(self, module: str, cache: ArtifactCache) -> dict[str, Callable[..., None]]:
+        vector_math = probe_cache.vector_math_flags(cache)  # no g++ run once probed
         key = cache.key(
             module.encode(),
-            config={"flags": [*FLAGS, *vector_math_flags()]},
+            config={"flags": [*FLAGS, *vector_math]},
             versions={"ember-inductor": _version(), "compiler": compiler_version()},
         )
-        library = load_shared_library(cache, key, lambda: compile_shared_library(module))
+        library = load_shared_library(
+            cache, key, lambda: compile_shared_library(module, vector_math)
+        )
         kernels: dict[str, Callable[..., None]] = {}
         for line in module.splitlines():
             if line.startswith('extern "C" void '):

@@ -26,16 +26,16 @@ FLAGS = (
 # is set; defining it changes no arithmetic (that is -ffast-math, which is not used). Used
 # only where a test program links against libmvec (glibc on x86-64 and aarch64).
 VECTOR_MATH = ("-D__FAST_MATH__", "-lmvec")
+PROBE_SOURCE = '#include <cmath>\nextern "C" float probe(float x) { return std::exp(x); }\n'
 
 
 @functools.cache
 def vector_math_flags() -> tuple[str, ...]:
-    """`VECTOR_MATH` if the compiler can link against glibc's vector math library, else ()."""
+    """`VECTOR_MATH` if the compiler can link against glibc's vector math library, else ().
+    Runs g++ (0.4-0.5 s): `probe_cache.vector_math_flags` keeps the answer across processes."""
     with tempfile.TemporaryDirectory(prefix="ember-cpp-probe-") as directory:
         source = Path(directory) / "probe.cpp"
-        source.write_text(
-            '#include <cmath>\nextern "C" float probe(float x) { return std::exp(x); }\n'
-        )
+        source.write_text(PROBE_SOURCE)
         command = [
             COMPILER,
             *FLAGS,
@@ -62,14 +62,17 @@ def compiler_version() -> str:
     return result.stdout.splitlines()[0] if result.stdout else COMPILER
 
 
-def compile_shared_library(source: str) -> bytes:
-    """The bytes of the shared library built from `source`."""
+def compile_shared_library(source: str, vector_math: tuple[str, ...] | None = None) -> bytes:
+    """The bytes of the shared library built from `source`; `vector_math` is the probe's
+    answer when the caller has it (else the probe runs here)."""
     compiler_version()
+    if vector_math is None:
+        vector_math = vector_math_flags()
     with tempfile.TemporaryDirectory(prefix="ember-cpp-") as directory:
         source_path = Path(directory) / "module.cpp"
         output_path = Path(directory) / "module.so"
         source_path.write_text(source)
-        command = [COMPILER, *FLAGS, str(source_path), "-o", str(output_path), *vector_math_flags()]
+        command = [COMPILER, *FLAGS, str(source_path), "-o", str(output_path), *vector_math]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise CompileError(
