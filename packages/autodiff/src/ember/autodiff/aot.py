@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -19,10 +19,11 @@ from ember.autodiff.errors import AutodiffError
 from ember.autodiff.functionalize import FunctionalGraph, functionalize
 from ember.autodiff.joint import trace_joint
 from ember.autodiff.partition import PARTITIONERS, partition
-from ember.autodiff.partition_cache import PartitionStore
+from ember.autodiff.partition_cache import CachedPartition, PartitionStore
 from ember.autodiff.runtime import CompiledFunction, TrainingStep
 from ember.prims import (
     Graph,
+    GraphInput,
     InputKind,
     Interpreter,
     Ref,
@@ -86,24 +87,39 @@ def _aot(
     config = load(PrimsConfig)
     live_state = dict(graph.constants)  # parameters stay the live tensors, not copies
     graph = cross_boundary(graph, "backend -> autodiff", config)
-    functional = functionalize(graph)
-    _check(functional.graph, config)
-    examples = _example_primals(functional, example_inputs, live_state)
-    mutated = {functional.signature.inputs[i].value.name for i, _ in functional.signature.mutations}
+    flat = tuple(gi for gi in graph.inputs if gi.kind is not InputKind.CONSTANT)
+    examples = _example_primals(flat, graph.input_leaves, example_inputs, live_state)
     # Parameters and buffers outlive the step: the partition may save them at no cost.
     resident = [
         i
-        for i, (graph_input, example) in enumerate(zip(functional.signature.inputs, examples))
+        for i, (graph_input, example) in enumerate(zip(flat, examples))
         if graph_input.kind in (InputKind.PARAMETER, InputKind.BUFFER)
         or isinstance(example, torch.nn.Parameter)
     ]
+    functional: list[FunctionalGraph] = []  # functionalized on first need
+
+    def functionalized() -> FunctionalGraph:
+        if not functional:
+            functional.append(functionalize(graph))
+            _check(functional[0].graph, config)
+        return functional[0]
+
+    def lookup(requires_grad: tuple[bool, ...]) -> tuple[str | None, CachedPartition | None]:
+        """The partition cache's key for this pattern and its entry (None on a miss)."""
+        if store is None:
+            return None, None
+        key = partition_cache.partition_key(
+            graph, requires_grad, partitioner, resident, decompositions
+        )
+        cached = store.get(key) if key is not None else None
+        return key, partition_cache.decode(cached, graph) if cached is not None else None
 
     def inference() -> Callable[..., Any]:
         with autocast_disabled():
             return _inference()
 
     def _inference() -> Callable[..., Any]:
-        pure = functional.graph
+        pure = functionalized().graph
         if decompositions:
             from ember.prims.decompositions import decompose
 
@@ -111,28 +127,27 @@ def _aot(
         _log("functionalize", pure)
         return fw_compiler(cross_boundary(pure, "autodiff -> forward compiler", config), examples)
 
-    def training(requires_grad: tuple[bool, ...]) -> TrainingStep:
+    def training(
+        requires_grad: tuple[bool, ...], found: tuple[str | None, CachedPartition | None]
+    ) -> TrainingStep:
         with autocast_disabled():  # a later call may ask for it under the caller's autocast
-            return _training(requires_grad)
+            return _training(requires_grad, *found)
 
-    def _training(requires_grad: tuple[bool, ...]) -> TrainingStep:
-        key = None
-        if store is not None:
-            key = partition_cache.partition_key(
-                graph, requires_grad, partitioner, resident, decompositions
-            )
-        cached = store.get(key) if store is not None and key is not None else None
-        known = partition_cache.decode(cached) if cached is not None else None
-        if known is not None:
-            parts, differentiable = known
+    def _training(
+        requires_grad: tuple[bool, ...], key: str | None, known: CachedPartition | None
+    ) -> TrainingStep:
+        if known is not None:  # a warm start: no joint trace, no partition
+            parts, differentiable = known.parts, known.differentiable
+            signature = known.signature or functionalized().signature
         else:
+            signature = functionalized().signature
             joint = trace_joint(graph, requires_grad, decompositions)
             _check(joint.graph, config)
             _log("joint", joint.graph)
             parts = partition(joint, partitioner, resident)
             differentiable = joint.differentiable
             if store is not None and key is not None:
-                store.put(key, partition_cache.encode(parts, differentiable))
+                store.put(key, partition_cache.encode(parts, differentiable, signature))
         _log("partition (forward)", parts.forward)
         _log("partition (backward)", parts.backward)
         logger.debug(
@@ -146,15 +161,25 @@ def _aot(
         )
         backward = bw_compiler(
             cross_boundary(parts.backward, "autodiff -> backward compiler", config),
-            _zeros_for(parts.backward),
+            _Zeros(parts.backward),
         )
+        mutated = {signature.inputs[i].value.name for i, _ in signature.mutations}
         clone = tuple(i for i, name in enumerate(parts.saved) if name in mutated)
         return TrainingStep(forward, backward, parts.num_forward_outputs, differentiable, clone)
 
-    compiled = CompiledFunction(functional.signature, live_state, inference, training)
     flags = tuple(isinstance(t, torch.Tensor) and t.requires_grad for t in examples)
-    if torch.is_grad_enabled() and any(flags):
-        compiled._training[flags] = training(flags)
+    grad = torch.is_grad_enabled() and any(flags)
+    found = lookup(flags) if grad else (None, None)
+    # a hit carries the Signature functionalization would give (the same Graph and source)
+    signature = found[1].signature if found[1] is not None else None
+    compiled = CompiledFunction(
+        signature or functionalized().signature,
+        live_state,
+        inference,
+        lambda requires_grad: training(requires_grad, lookup(requires_grad)),
+    )
+    if grad:
+        compiled._training[flags] = training(flags, found)
     else:
         compiled._inference = inference()
     return compiled
@@ -171,22 +196,49 @@ def _interpret(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any
 
 
 def _example_primals(
-    functional: FunctionalGraph, example_inputs: Sequence[Any], state: Mapping[str, torch.Tensor]
+    flat: Sequence[GraphInput],
+    input_leaves: Sequence[Any],
+    example_inputs: Sequence[Any],
+    state: Mapping[str, torch.Tensor],
 ) -> list[Any]:
-    signature = functional.signature
+    """The primals' example values: `flat` (the Graph's non-constant inputs) from the user's
+    inputs, placed by the Graph's input leaves, and from the parameters and buffers."""
     leaves, _ = tree_flatten(tuple(example_inputs))
     by_name = {
-        leaf.name: value
-        for leaf, value in zip(signature.input_leaves, leaves)
-        if isinstance(leaf, Ref)
+        leaf.name: value for leaf, value in zip(input_leaves, leaves) if isinstance(leaf, Ref)
     }
     examples: list[Any] = []
-    for graph_input in signature.inputs:
+    for graph_input in flat:
         if graph_input.kind is InputKind.USER:
             examples.append(by_name[graph_input.value.name])
         else:
             examples.append(state[graph_input.target or graph_input.value.name])
     return examples
+
+
+class _Zeros(Sequence[torch.Tensor]):
+    """The backward compiler's example inputs, `_zeros_for(graph)`, allocated on first
+    access: a compiler that only reads the Graph (ember-inductor, warm or cold) allocates
+    nothing (GPT-2 small's saved activations are gigabytes)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.length = len(graph.user_inputs())
+        self.tensors: list[torch.Tensor] | None = None
+
+    def __len__(self) -> int:
+        return self.length
+
+    @overload
+    def __getitem__(self, index: int) -> torch.Tensor: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[torch.Tensor]: ...
+
+    def __getitem__(self, index: int | slice) -> torch.Tensor | list[torch.Tensor]:
+        if self.tensors is None:
+            self.tensors = _zeros_for(self.graph)
+        return self.tensors[index]
 
 
 def _zeros_for(graph: Graph) -> list[torch.Tensor]:

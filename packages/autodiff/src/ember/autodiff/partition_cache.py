@@ -8,6 +8,11 @@ the serialized Graph (its provenance aside), the flags of the inputs that requir
 partitioner, the decomposition table (the source files of its functions) and the source of
 ember-autodiff and ember-prims. The entry is two serialized Graphs (pickle-free) and a JSON
 header; an entry that does not decode is a miss.
+
+The header also keeps what functionalization found about the Graph's calling convention
+(the `Signature`'s computed outputs, copy-backs and output sources) when it is plain data (no
+output rebuilt through view steps): a hit then skips functionalization too. The rest of the
+Signature is the Graph's own inputs and tree specs.
 """
 
 from __future__ import annotations
@@ -25,11 +30,23 @@ from typing import Any, Protocol
 
 import torch
 
+from ember.autodiff.functionalize import OutputSource, Signature
 from ember.autodiff.partition import Partition
-from ember.prims import Graph, dumps, loads
+from ember.prims import Graph, InputKind, dumps, loads
 
-_DOMAIN = b"ember-partition\x00v1\x00"
+_DOMAIN = b"ember-partition\x00v2\x00"
+_LITERALS = (type(None), bool, int, float, str)  # output literals kept as JSON
 _LENGTH = struct.Struct("<Q")
+
+
+@dataclasses.dataclass(frozen=True)
+class CachedPartition:
+    """What an entry holds: the partition, the differentiable flags of the forward's outputs,
+    and the Signature of the Graph it was made for (None: functionalize to get it)."""
+
+    parts: Partition
+    differentiable: tuple[bool, ...]
+    signature: Signature | None
 
 
 class PartitionStore(Protocol):
@@ -68,8 +85,10 @@ def partition_key(
     return digest.hexdigest()
 
 
-def encode(parts: Partition, differentiable: Sequence[bool]) -> bytes:
-    """The entry bytes of a partition."""
+def encode(
+    parts: Partition, differentiable: Sequence[bool], signature: Signature | None = None
+) -> bytes:
+    """The entry bytes of a partition (and of the Signature, when it is plain data)."""
     forward, backward = dumps(parts.forward), dumps(parts.backward)
     header = json.dumps(
         {
@@ -78,13 +97,14 @@ def encode(parts: Partition, differentiable: Sequence[bool]) -> bytes:
             "num_forward_outputs": parts.num_forward_outputs,
             "differentiable": [bool(flag) for flag in differentiable],
             "forward_bytes": len(forward),
+            "signature": _encode_signature(signature) if signature is not None else None,
         }
     ).encode()
     return _LENGTH.pack(len(header)) + header + forward + backward
 
 
-def decode(data: bytes) -> tuple[Partition, tuple[bool, ...]] | None:
-    """The partition and the differentiable flags in entry bytes, or None if they do not
+def decode(data: bytes, graph: Graph) -> CachedPartition | None:
+    """The entry in `data` for `graph` (the Graph its key was made of), or None if it does not
     decode (a damaged or foreign entry is a miss, never an error)."""
     try:
         (length,) = _LENGTH.unpack_from(data, 0)
@@ -99,9 +119,63 @@ def decode(data: bytes) -> tuple[Partition, tuple[bool, ...]] | None:
             int(header["saved_bytes"]),
             int(header["num_forward_outputs"]),
         )
-        return parts, tuple(bool(flag) for flag in header["differentiable"])
+        differentiable = tuple(bool(flag) for flag in header["differentiable"])
+        signature = _decode_signature(header.get("signature"), graph, parts.num_forward_outputs)
+        return CachedPartition(parts, differentiable, signature)
     except Exception:  # noqa: BLE001 - any damage reads as a miss
         return None
+
+
+def _encode_signature(signature: Signature) -> dict[str, Any] | None:
+    """The traced part of `signature` as JSON, or None where an output is rebuilt through
+    view steps or is a literal JSON cannot carry exactly."""
+    outputs: list[list[Any]] = []
+    for source in signature.outputs:
+        if source.steps or type(source.literal) not in _LITERALS:
+            return None
+        outputs.append([source.kind, source.index, source.literal])
+    return {
+        "computed": signature.computed,
+        "mutations": [list(pair) for pair in signature.mutations],
+        "outputs": outputs,
+    }
+
+
+def _decode_signature(
+    encoded: dict[str, Any] | None, graph: Graph, forward_outputs: int
+) -> Signature | None:
+    """The Signature of `graph` from its traced part; None when absent. Raises on an entry
+    whose indices do not fit the Graph (the caller reads that as a miss)."""
+    if encoded is None:
+        return None
+    flat = tuple(gi for gi in graph.inputs if gi.kind is not InputKind.CONSTANT)
+    computed = int(encoded["computed"])
+    mutations = tuple((int(i), int(o)) for i, o in encoded["mutations"])
+    outputs = tuple(OutputSource(str(kind), int(index), (), literal) for kind, index, literal in encoded["outputs"])  # fmt: skip
+    if not (
+        computed + len(mutations) == forward_outputs
+        and len(outputs) == len(graph.output_leaves)
+        and all(0 <= i < len(flat) and computed <= o < forward_outputs for i, o in mutations)
+        and all(_fits(source, len(flat), computed) for source in outputs)
+    ):
+        raise ValueError("the entry's signature does not fit the Graph")
+    return Signature(
+        inputs=flat,
+        computed=computed,
+        mutations=mutations,
+        outputs=outputs,
+        out_spec=graph.out_spec,
+        in_spec=graph.in_spec,
+        input_leaves=tuple(graph.input_leaves),
+    )
+
+
+def _fits(source: OutputSource, inputs: int, computed: int) -> bool:
+    if source.kind in ("computed", "output"):
+        return 0 <= source.index < computed
+    if source.kind == "input":
+        return 0 <= source.index < inputs
+    return source.kind == "literal"
 
 
 def _decomposition_sources(table: Mapping[str, Callable[..., Any]] | None) -> str:
