@@ -96,6 +96,7 @@ class Frame:
         self.kw_names: tuple[str, ...] = ()
         self.pc = 0
         self.lineno = code.co_firstlineno
+        self._location: SourceLocation | None = None
         self.returned: Variable | None = None
         self.yielded: list[Variable] | None = [] if code.co_flags & _GENERATOR_FLAGS else None
         # The root frame stops before this instruction, on its `break_visit`-th execution
@@ -136,9 +137,13 @@ class Frame:
         return self.returned
 
     def location(self) -> SourceLocation:
-        code = self.code
-        text = linecache.getline(code.co_filename, self.lineno).strip()
-        return SourceLocation(code.co_filename, self.lineno, code.co_name, text)
+        """Where the frame is (the source line's text read once per line: `run` asks on
+        every instruction)."""
+        if self._location is None or self._location.line != self.lineno:
+            code = self.code
+            text = linecache.getline(code.co_filename, self.lineno).strip()
+            self._location = SourceLocation(code.co_filename, self.lineno, code.co_name, text)
+        return self._location
 
     def jump(self, target: int) -> None:
         self.pc = target
