@@ -74,6 +74,33 @@ def test_nested_remainders_and_quotients_simplify() -> None:
         assert _values(simplified, small) == _values(expr, small)
 
 
+def test_a_sum_within_one_period_drops_its_floor() -> None:
+    """The odd corner of a 2x2 max pooling window over a 32x32 plane, output (x0 < 16,
+    x1 < 16): its row is `(33 + 2*x1 + 64*x0) // 32 % 32` and its column `(33 + 2*x1) % 32`.
+    The terms that are not multiples of 32 stay in [32, 64), so the quotient is exact and
+    each remainder is the value less one period; generated C++ left these divisions in and
+    the loop that read them ran 48x slower (1.16 ms against 24 us, one core, small_cnn)."""
+    ranges = {x0: 16, x1: 16}
+    sizes = {k: sympy.Integer(v) for k, v in ranges.items()}
+    index = 32 * ModularIndexing(33 + 2 * x1 + 64 * x0, 32, 32) + ModularIndexing(
+        33 + 2 * x1, 1, 32
+    )
+    simplified = simplify_with_ranges(index, sizes)
+    assert simplified == 33 + 2 * x1 + 64 * x0, simplified
+    small = {x0: 6, x1: 5}
+    small_sizes = {k: sympy.Integer(v) for k, v in small.items()}
+    for expr in (
+        FloorDiv(7 + x1 + 10 * x0, 5),  # 7 + x1 in [7, 11]: not within one period, stays
+        FloorDiv(5 + x1 + 10 * x0, 5),
+        ModularIndexing(13 + x1, 1, 9),  # [13, 17] within [9, 18)
+        ModularIndexing(13 + x1 + 18 * x0, 1, 9),
+        ModularIndexing(3 + 2 * x1 + 8 * x0, 4, 3),
+    ):
+        assert _values(simplify_with_ranges(expr, small_sizes), small) == _values(expr, small)
+    assert not simplify_with_ranges(FloorDiv(5 + x1 + 10 * x0, 5), small_sizes).has(FloorDiv)
+    assert simplify_with_ranges(FloorDiv(7 + x1 + 10 * x0, 5), small_sizes).has(FloorDiv)
+
+
 def test_division_that_ranges_cannot_prove_stays() -> None:
     expr = FloorDiv(x1 + 5 * x0, 3)
     assert simplify_with_ranges(expr, {x0: sympy.Integer(6), x1: sympy.Integer(5)}).has(FloorDiv)

@@ -203,15 +203,18 @@ def simplify_with_ranges(expr: Expr, ranges: dict[sympy.Symbol, Expr]) -> Expr:
         return None
 
     def exact(base: Expr, d: int) -> Expr | None:
-        """`base // d` without a floor when the ranges prove it exact, else None."""
+        """`base // d` without a floor when the ranges prove it exact, else None: the terms
+        that are not multiples of `d` stay within one multiple of `d` and the next (the
+        odd corner of a 2x2 pooling window, `(33 + 2*x3 + 64*x2) // 32` with x3 < 16, is
+        `2*x2 + 1`)."""
         whole: list[Expr] = []
         rest: list[Expr] = []
         for term in sympy.Add.make_args(sympy.expand(base)):
             coeff, _ = term.as_coeff_Mul()
             (whole if coeff.is_Integer and int(coeff) % d == 0 else rest).append(term)
         limits = bound(sympy.Add(*rest))
-        if limits is not None and limits[0] >= 0 and limits[1] < d:
-            return sympy.expand(sympy.Add(*whole) / d)
+        if limits is not None and limits[0] >= 0 and limits[0] // d == limits[1] // d:
+            return sympy.expand(sympy.Add(*whole) / d + limits[0] // d)
         return None
 
     def floor_div(base: Expr, divisor: Expr) -> Expr:
@@ -236,8 +239,10 @@ def simplify_with_ranges(expr: Expr, ranges: dict[sympy.Symbol, Expr]) -> Expr:
         if quotient.has(FloorDiv) or not modulus.is_Integer:
             return ModularIndexing(base, divisor, modulus)
         limits = bound(quotient)
-        if limits is not None and limits[0] >= 0 and limits[1] < int(modulus):
-            return quotient
+        m = int(modulus)
+        # within one period [k*m, (k+1)*m) the remainder is the quotient less k*m
+        if limits is not None and limits[0] >= 0 and limits[0] // m == limits[1] // m:
+            return sympy.expand(quotient - (limits[0] // m) * m)
         return ModularIndexing(quotient, sympy.S.One, modulus)
 
     # a replacement is not visited again: `(r0 % m) % m` needs a second round
