@@ -73,6 +73,15 @@ def test_every_pass_of_a_row_softmax_is_a_vectorized_loop(tmp_path: Path) -> Non
     assert _vectorized_loops(compiled.module, tmp_path) >= 3  # type: ignore[attr-defined]
 
 
+@needs_compiler
+def test_a_float_sum_over_two_dims_is_a_vectorized_loop(tmp_path: Path) -> None:
+    # a batch norm's per-channel sums over (N, H*W) in its backward: the last loop adds in
+    # float lanes (it was a scalar chain of double adds, 1.6 ms a small_cnn training step)
+    x = torch.randn(8, 16, 1024)
+    compiled = _compiled(lambda t: t.sum(dim=(0, 2)), x)
+    assert _vectorized_loops(compiled.module, tmp_path) >= 1  # type: ignore[attr-defined]
+
+
 EXTREMA: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "amax": lambda t: t.amax(dim=-1),
     "amin": lambda t: t.amin(dim=-1),

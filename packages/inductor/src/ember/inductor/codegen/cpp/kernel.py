@@ -324,8 +324,15 @@ class CppKernel(ValueScopes):
             self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({result})", {})
             return
         widened = accumulator_type != value_dtype and value_dtype == torch.float32
-        if reduction_type == "sum" and len(headers) == 1 and widened and not parallel:
+        if reduction_type == "sum" and widened and not parallel:
+            # over several loops (a batch norm's sums over N, H, W): lanes along the last
+            for header in headers[:-1]:
+                self.line(header + " {")
+                self.depth += 1
             self._lane_sum(member, accumulator)
+            for _ in headers[:-1]:
+                self.depth -= 1
+                self.line("}")
             self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({accumulator})", {})
             return
         if reduction_type == "sum" and len(headers) == 1:
@@ -361,12 +368,13 @@ class CppKernel(ValueScopes):
         self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({result})", {})
 
     def _lane_sum(self, member: Member, accumulator: str) -> None:
-        """A float32 sum over one reduction loop into the double `accumulator`, at float
+        """A float32 sum over the last reduction loop into the double `accumulator`, at float
         width: `LANES` float partial sums over chunks of `SUM_CHUNK` values (each lane adds
         `SUM_CHUNK / LANES` of them), each chunk's lanes then added in double. Converting
         every value to double halved the vector width."""
-        size = self.size(self.kernel.inner[0])
-        variable = index_var("r", 0)
+        last = len(self.kernel.inner) - 1
+        size = self.size(self.kernel.inner[last])
+        variable = index_var("r", last)
         chunk, block = f"{variable}_chunk", f"{variable}_block"
         lanes = f"{accumulator}_lane"
         whole = f"(({size}) - ({size}) % {LANES}L)"
