@@ -109,3 +109,31 @@ def test_batch_norm_statistics_as_accurate_as_eager_where_the_pivot_is_far(
     eager_variance, eager_output = variance_error(eager_invstd), output_error(eager_out)
     assert variance_error(invstd) <= 4 * eager_variance, (variance_error(invstd), eager_variance)
     assert output_error(out) <= 4 * eager_output, (output_error(out), eager_output)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_half_precision_variance_rounds_once_from_float32(
+    dtype: torch.dtype, backend: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The float64 spread of a bf16/fp16 variance reaches the output through float32, rounded
+    once as eager rounds it: Triton's interpreter turned a direct float64 -> bfloat16 cast
+    into denormals (var of values near 10 read 3e-39), and rounding the spread to bf16
+    before dividing by n - 1 rounded twice."""
+    options: dict[str, Any] = {}
+    if backend == "triton":
+        pytest.importorskip("triton")
+        from ember.inductor.codegen.triton import TritonBackend
+
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        options["backend"] = TritonBackend()
+    generator = torch.Generator().manual_seed(0)
+    x = (torch.randn(5, 33, generator=generator) * 3 + 10).to(dtype)
+
+    def variance(a: torch.Tensor) -> torch.Tensor:
+        return torch.var(a, 1)
+
+    graph = prims.trace(variance, x)
+    out = compile_graph(graph, (x,), cache=ArtifactCache(tmp_path), **options)(x)
+    assert out.dtype == dtype
+    torch.testing.assert_close(out, variance(x.double()).to(dtype))

@@ -192,7 +192,12 @@ def var(ctx: LoweringContext, a: TensorValue, dims: Sequence[int], correction: f
         zero = body.constant(0.0, wide)
         spread = body.where(body.binary("lt", spread, zero), zero, spread)
         # the cancellation is done: divide at the output's precision (one float64 division
-        # for each element of a kernel this inlines into, not two)
-        return body.binary("div", body.to_dtype(spread, dtype), body.index_expr(divisor, dtype))
+        # for each element of a kernel this inlines into, not two), float32 for bf16/fp16,
+        # rounded once to the output as eager rounds (Triton's interpreter turns a direct
+        # float64 -> bfloat16 cast into denormals)
+        narrow = torch.float32 if dtype.itemsize < 4 else dtype
+        quotient = body.binary("div", body.to_dtype(spread, narrow),
+                               body.index_expr(divisor, narrow))  # fmt: skip
+        return body.to_dtype(quotient, dtype)
 
     return lazy(dtype, squares.size, fn, [total, squares], ctx.origin())
