@@ -63,7 +63,7 @@ def aot(
     `decompositions` (an ember-prims table) is applied to the joint Graph before partitioning;
     `partitioner` is "min_cut" (recompute cheap ops) or "naive" (save what backward reads).
     `store` keeps partitions across processes (partition_cache.py): a warm start skips the
-    joint trace and the partition.
+    joint trace and the partition, and functionalization where the entry holds the Signature.
     """
     if partitioner not in PARTITIONERS:
         raise AutodiffError(

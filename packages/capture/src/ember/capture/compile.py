@@ -30,6 +30,7 @@ from ember.capture.codegen import dispatcher_function
 from ember.capture.config import CaptureConfig
 from ember.capture.distributed.wrappers import compile_wrapper, is_wrapper
 from ember.capture.dynamic import DynamicPolicy
+from ember.capture.gc_freeze import old_objects_frozen
 from ember.capture.guards.kinds import autocast_state
 from ember.capture.translate import FUNCTION_KEY, CaptureOptions, capture_call
 from ember.capture.variables.functions import DISABLED_CODES
@@ -117,7 +118,8 @@ class CompiledFunction:
             logs.recompiles.info(
                 "Recompiling %s (%s): %s", self.fn.__qualname__, self._where(), reason
             )
-        entry = capture_call(self.fn, arguments, self._compile_graph, self.options)
+        with old_objects_frozen():  # collections skip the process's older objects
+            entry = capture_call(self.fn, arguments, self._compile_graph, self.options)
         self.captures += 1
         table.entries.append(entry)
         explain.record(entry)
