@@ -211,3 +211,27 @@ def test_a_bias_realized_in_other_strides_is_copied_into_the_declared_ones(windo
     storage = program.storages[bias.storage].layout  # spans the bias: a window once if expanded
     assert storage is not None and storage.size == (1 + sum((n - 1) * s for n, s in zip(
         (windows, HEADS, AREA, AREA), strides)),)  # fmt: skip
+
+
+def _sliced_matmul(a: Any, w: Any) -> Any:
+    return torch.mm((a * 2)[:, 3:13], w)
+
+
+def test_an_unchecked_slice_is_computed_alone_and_equal_to_eager() -> None:
+    """A matmul does not check its operands' strides: a slice of a lazy value is computed on
+    its own elements, row-major, not as a view of its whole base (afff0aa's first form wrote
+    the 64x1000 base for a 64x10 operand)."""
+    generator = torch.Generator().manual_seed(0)
+    a, w = torch.randn(64, 1000, generator=generator), torch.randn(10, 7, generator=generator)
+    graph = prims.trace(_sliced_matmul, a, w)
+    program = lower_graph(
+        decompose(graph, DECOMPOSITIONS),
+        backend_for(torch.device("cpu"), load(InductorConfig)).dtypes,
+    )
+    written = [
+        tuple(int(n) for n in storage.layout.size)
+        for storage in program.storages.values()
+        if not storage.is_input and storage.layout is not None
+    ]
+    assert written == [(64, 10)]
+    torch.testing.assert_close(compile_graph(graph, [a, w])(a, w), _sliced_matmul(a, w))

@@ -362,17 +362,18 @@ class LoweringContext:
 
         def as_arg(value: Any, position: int | str | None) -> Any:
             declared = self._declared_layout(node, position, value)
+            checked = _checked(exact, position, schema)
             if isinstance(value, Lazy):
                 if position in mutated and value.family.viewed and value.realized is None:
                     raise _Restart(value.family.root or "")
-                value = self._realize_argument(value, declared)
+                value = self._realize_argument(value, declared, checked)
             if (
                 isinstance(value, StorageView)
                 and declared is not None
-                and _checked(exact, position, schema)
+                and checked
                 and not same_strides(value.layout, declared)
             ):
-                value = self._realize_argument(_copy_of(value, self.origin()), declared)
+                value = self._realize_argument(_copy_of(value, self.origin()), declared, True)
             if isinstance(value, StorageView):
                 reads.add(value.storage)
                 if position in mutated:
@@ -449,14 +450,21 @@ class LoweringContext:
             return None
         return layout
 
-    def _realize_argument(self, value: Lazy, declared: Layout | None) -> StorageView:
-        """An extern argument computed in its declared layout: dense or with gaps, as it is
-        (a view of its base's memory where the Graph's views lead there); one that repeats
-        elements, as a view of its base's memory, else computed once along the repeated
-        dims and viewed with stride 0; anything else (or no declared layout) row-major."""
+    def _realize_argument(self, value: Lazy, declared: Layout | None, checked: bool) -> StorageView:
+        """An extern argument computed in its declared layout when it is dense. An argument
+        the op checks (`checked`: an attention bias) is computed in it with gaps too, as it
+        is (a view of its base's memory where the Graph's views lead there), and one that
+        repeats elements as a view of its base's memory, else computed once along the
+        repeated dims and viewed with stride 0. Anything else (or no declared layout) is
+        row-major: an unchecked slice computed in its base's strides wrote the whole base
+        (a matmul reading 10 of a lazy 64x1000 value's columns stored all 64x1000)."""
         if declared is None:
             return self.realize(value)
-        if _dense(declared) or non_overlapping(declared):
+        if _dense(declared):
+            return self.realize(value, declared)
+        if not checked:
+            return self.realize(value)
+        if non_overlapping(declared):
             return self.realize(value, declared)
         if value.realized is not None:
             return value.realized
