@@ -1,7 +1,7 @@
 """During a capture (and the backend's compile inside it) collections skip the objects the
 process had before: they are frozen, and thawed after, so a full collection does not walk
-torch's and the model's million objects while the capture allocates (0.27-0.32 s of a warm
-12-layer GPT-2 first step on the CPU). The capture's own cyclic garbage is still collected."""
+torch's, transformers' and the model's objects while the capture allocates (0.27-0.32 s of
+a warm 12-layer GPT-2 first step on the CPU). The capture's own cycles are still collected."""
 
 from __future__ import annotations
 
