@@ -303,6 +303,10 @@ def _native_group_norm(
     group: int,
     eps: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # statistics and normalization in float32 for 16-bit inputs, as eager's kernels compute
+    # them (a float16 sum over a group of 40,000 values near 100 overflowed: NaN outputs)
+    dtype = x.dtype
+    x, weight, bias = _upcast(x), _upcast(weight), _upcast(bias)
     grouped = prims.reshape(x, [n, group, (c // group) * hw])
     count = (c // group) * hw
     mean = prims.div(
@@ -320,7 +324,7 @@ def _native_group_norm(
         out = prims.mul(out, prims.broadcast_in_dim(weight, list(x.shape), [1]))
     if bias is not None:
         out = prims.add(out, prims.broadcast_in_dim(bias, list(x.shape), [1]))
-    return out, mean, rstd
+    return _cast(out, dtype), _cast(mean, dtype), _cast(rstd, dtype)
 
 
 @to_prims("aten::_batch_norm_with_update.default")

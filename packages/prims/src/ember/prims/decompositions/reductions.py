@@ -68,6 +68,9 @@ def _nansum(
     return sum_dims(a, dim, keepdim, dtype=dtype)
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
 def _count(a: torch.Tensor, dims: list[int]) -> int:
     return math.prod(a.shape[d] for d in dims) if a.dim() else 1
 
@@ -77,8 +80,13 @@ def mean_dims(
     a: torch.Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> torch.Tensor:
     dtype = dtype or a.dtype
-    total = sum_dims(convert(a, dtype), dim, keepdim)
     count = _count(a, canonical_dims(dim, a.dim()))
+    if dtype in _HALF:
+        # eager sums 16-bit values in float32 and rounds the mean once: a float16 sum of
+        # 40,000 values near 100 overflows to inf where the mean is 100
+        total = sum_dims(convert(a, torch.float32), dim, keepdim)
+        return convert(prims.div(total, scalar_like(count, total)), dtype)
+    total = sum_dims(convert(a, dtype), dim, keepdim)
     return prims.div(total, scalar_like(count, total))
 
 
