@@ -324,8 +324,8 @@ class CppKernel(ValueScopes):
             self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({result})", {})
             return
         widened = accumulator_type != value_dtype and value_dtype == torch.float32
-        if reduction_type == "sum" and widened and not parallel:
-            # over several loops (a batch norm's sums over N, H, W): lanes along the last
+        if reduction_type == "sum" and widened and not parallel and headers:
+            # over one or several loops (a batch norm's sums over N, H, W): lanes along the last
             for header in headers[:-1]:
                 self.line(header + " {")
                 self.depth += 1
