@@ -14,13 +14,15 @@ from torch import nn
 import ember
 from ember import prims
 from ember.inductor.backend import inductor
+from ember.inductor.codegen.backend import CHANNELS_LAST_CONVOLUTIONS
+from ember.inductor.codegen.cpp.backend import CppBackend
 from ember.inductor.config import InductorConfig
 from ember.inductor.passes.channels_last import (
     channels_last,
     channels_last_strides,
     prefers_channels_last,
 )
-from ember.inductor.pipeline import DECOMPOSITIONS, compile_graph
+from ember.inductor.pipeline import DECOMPOSITIONS, compile_graph, generate
 from ember.prims import TensorSpec
 from ember.prims.config import load
 from ember.prims.decompositions import decompose
@@ -108,17 +110,27 @@ def test_convolution_buffers_take_channels_last_strides() -> None:
     )
 
 
-def test_one_convolution_or_a_cpu_graph_stays_nchw() -> None:
+def test_one_convolution_stays_nchw() -> None:
     conv = nn.Conv2d(3, 8, 3)
     x = torch.randn(2, 3, 8, 8)
     single = decompose(prims.trace(conv, x), DECOMPOSITIONS)
     assert not prefers_channels_last(single)
+
+
+def test_cpu_training_saves_channels_last_by_default() -> None:
+    # the C++ backend states that its convolutions prefer channels-last, as Triton's do
+    assert CHANNELS_LAST_CONVOLUTIONS in CppBackend.capabilities
     _, twin = _twins()
-    compiled = ember.compile(twin, backend="inductor")  # auto: CUDA only
+    compiled = ember.compile(twin, backend="inductor")
     saved: list[torch.Tensor] = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         compiled(torch.randn(2, 3, 16, 16))
-    assert not any(t.dim() == 4 and not t.is_contiguous() for t in saved)
+    assert any(
+        t.dim() == 4
+        and t.is_contiguous(memory_format=torch.channels_last)
+        and not t.is_contiguous()
+        for t in saved
+    )
 
 
 def test_inference_equals_eager_and_outputs_keep_strides(tmp_path: Path) -> None:
@@ -188,3 +200,89 @@ def test_max_pooling_gradient_accumulates_along_channels() -> None:
     assert isinstance(result.spec, TensorSpec)
     assert tuple(result.spec.strides) == (8 * 256, 1, 8)  # [N, C, H*W], channels fastest
     torch.testing.assert_close(prims.run(laid, grad, x, indices), _pool_backward(grad, x, indices))
+
+
+class OddNet(nn.Module):
+    """Odd sizes everywhere (5 and 7 channels, a 15x13 image, windows that overhang the
+    edges), batch norm, max and average pooling and an out-of-place residual add."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 5, 3, padding=1)
+        self.stem_norm = nn.BatchNorm2d(5)
+        self.pool = nn.MaxPool2d(3, 2, 1)
+        self.conv = nn.Conv2d(5, 5, 3, padding=1, bias=False)
+        self.norm = nn.BatchNorm2d(5)
+        self.down = nn.Conv2d(5, 7, 3, stride=2, padding=1)
+        self.average = nn.AvgPool2d(2, 1)
+        self.fc = nn.Linear(7, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.pool(torch.relu(self.stem_norm(self.stem(x))))
+        y = torch.relu(self.norm(self.conv(y)) + y)
+        y = self.average(torch.relu(self.down(y)))
+        return self.fc(y.amax((2, 3)))
+
+
+def _odd_twins() -> tuple[OddNet, OddNet]:
+    torch.manual_seed(0)
+    model, twin = OddNet(), OddNet()
+    twin.load_state_dict(model.state_dict())
+    return model, twin
+
+
+FORCED = functools.partial(inductor, options={"layout_optimization": "channels_last"})
+
+
+def test_odd_sizes_inference_equals_eager_on_the_cpu() -> None:
+    model, twin = _odd_twins()
+    model.eval(), twin.eval()
+    compiled = ember.compile(twin, backend=FORCED)
+    x = torch.randn(3, 3, 15, 13)
+    x[0, 1, 4, 5] = float("nan")  # a NaN in a pooling window gives NaN, as eager
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), equal_nan=True)
+        y = torch.randn(3, 3, 15, 13)
+        torch.testing.assert_close(compiled(y), model(y))
+
+
+def test_odd_sizes_training_equals_eager_on_the_cpu() -> None:
+    model, twin = _odd_twins()
+    compiled = ember.compile(twin, backend=FORCED)
+    for _ in range(2):  # the second step reads the batch-norm statistics the first wrote
+        x = torch.randn(3, 3, 15, 13, requires_grad=True)
+        x_twin = x.detach().clone().requires_grad_()
+        ours, theirs = compiled(x_twin), model(x)
+        torch.testing.assert_close(ours, theirs)
+        ours.square().sum().backward()
+        theirs.square().sum().backward()
+        assert x.grad is not None and x_twin.grad is not None
+        torch.testing.assert_close(x_twin.grad, x.grad)
+        for a, b in zip(twin.parameters(), model.parameters()):
+            assert a.grad is not None and b.grad is not None
+            assert a.grad.stride() == b.grad.stride()
+            torch.testing.assert_close(a.grad, b.grad)
+        for ours_buffer, eager_buffer in zip(twin.buffers(), model.buffers()):
+            torch.testing.assert_close(ours_buffer, eager_buffer)
+
+
+class _NchwCpp(CppBackend):
+    capabilities = CppBackend.capabilities - {CHANNELS_LAST_CONVOLUTIONS}
+
+
+class _NhwcCpp(CppBackend):
+    capabilities = CppBackend.capabilities | {CHANNELS_LAST_CONVOLUTIONS}
+
+
+def test_auto_layout_follows_the_backends_capability() -> None:
+    model = ConvNet().eval()
+    x = torch.randn(2, 3, 16, 16)
+    graph = decompose(prims.trace(model, x), DECOMPOSITIONS)
+    assert prefers_channels_last(graph)
+    config = dataclasses.replace(load(InductorConfig), cache=False, layout_optimization="auto")
+    # the stem convolution's result in channels-last strides, as the wrapper prints them
+    stem = "(" + "".join(f"{s}, " for s in channels_last_strides((2, 8, 16, 16))) + ")"
+    assert stem in generate(graph, _NhwcCpp(), config)["wrapper"]
+    assert stem not in generate(graph, _NchwCpp(), config)["wrapper"]
+    off = dataclasses.replace(config, layout_optimization="off")
+    assert stem not in generate(graph, _NhwcCpp(), off)["wrapper"]

@@ -93,9 +93,10 @@ class InductorConfig:
     layout_optimization: Literal["auto", "channels_last", "off"] = setting(
         "auto",
         env="EMBER_INDUCTOR_LAYOUT_OPTIMIZATION",
-        help="Channels-last activations for convolution-heavy graphs: 'auto' on CUDA when at "
-        "least two 2-D convolutions carry most of the graph's work (cuDNN's NHWC kernels, no "
-        "NCHW<->NHWC conversions), 'channels_last' for every graph with convolutions on any "
-        "device (tests run it on the CPU), 'off' keeps eager's NCHW strides.",
+        help="Channels-last activations for convolution-heavy graphs: 'auto' when the code "
+        "generator states that its convolutions prefer channels-last (C++ and Triton: oneDNN's "
+        "and cuDNN's NHWC kernels, no NCHW<->NHWC conversions) and at least two 2-D "
+        "convolutions carry most of the graph's work, 'channels_last' for every graph with "
+        "convolutions, 'off' keeps eager's NCHW strides.",
         cache_key=True,
     )

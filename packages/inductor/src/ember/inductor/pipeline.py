@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ember.inductor.codegen.backend import CodegenBackend, KernelSource
+from ember.inductor.codegen.backend import CHANNELS_LAST_CONVOLUTIONS, CodegenBackend, KernelSource
 from ember.inductor.codegen.bounds import check_bounds
 from ember.inductor.codegen.cpp.backend import CppBackend
 from ember.inductor.codegen.kernel_names import distinct, name_by_content
@@ -174,7 +174,7 @@ def generate(
             graph = timed("pad_matmuls", pad_matmuls, graph)
             if config.padded_outputs and "saved_inputs" not in graph.meta:
                 output_specs = _padded_outputs(before, graph, output_specs, saved_outputs)
-        if input_strides or _wants_channels_last(graph, config, device or compute_device(graph)):
+        if input_strides or _wants_channels_last(graph, config, backend):
             before = graph
             graph = timed("channels_last", channels_last, graph, input_strides)
             output_specs, saved_strides = _saved_outputs(before, graph, output_specs, saved_outputs)
@@ -290,12 +290,15 @@ def _size_ranges(graph: Graph) -> dict[str, tuple[int, int | None]]:
     return ranges
 
 
-def _wants_channels_last(graph: Graph, config: InductorConfig, device: torch.device) -> bool:
+def _wants_channels_last(graph: Graph, config: InductorConfig, backend: CodegenBackend) -> bool:
+    """Whether `channels_last` runs: forced by the config, or chosen for a convolution-heavy
+    graph when the backend states that its convolutions prefer channels-last
+    (`CHANNELS_LAST_CONVOLUTIONS` in its capabilities)."""
     if config.layout_optimization == "off":
         return False
     if config.layout_optimization == "channels_last":
         return prefers_channels_last(graph, min_convolutions=1, min_share=0.0)
-    return device.type == "cuda" and prefers_channels_last(graph)
+    return CHANNELS_LAST_CONVOLUTIONS in backend.capabilities and prefers_channels_last(graph)
 
 
 def _padded_outputs(

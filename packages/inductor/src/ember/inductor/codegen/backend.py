@@ -42,10 +42,17 @@ class KernelSource:
     grid: list[str] = field(default_factory=list)
 
 
+# A capability: the convolutions the backend's graphs call (extern kernels through torch) run
+# faster on channels-last activations than on NCHW ones (cuDNN's and oneDNN's NHWC kernels),
+# so inductor's `layout_optimization="auto"` restrides convolution-heavy graphs for it.
+CHANNELS_LAST_CONVOLUTIONS = "channels_last_convolutions"
+
+
 class CodegenBackend(Protocol):
     """What inductor needs from a kernel generator."""
 
-    # Devices it generates for ("cpu", "cuda") and optional features.
+    # Devices it generates for ("cpu", "cuda") and optional features ("gemm_templates",
+    # CHANNELS_LAST_CONVOLUTIONS).
     capabilities: frozenset[str]
     # The dtypes its kernels load, compute and store; ops touching others fall back.
     dtypes: frozenset[torch.dtype]

@@ -6,7 +6,7 @@ import ctypes
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
-from ember.inductor.codegen.backend import KernelSource
+from ember.inductor.codegen.backend import CHANNELS_LAST_CONVOLUTIONS, KernelSource
 from ember.inductor.codegen.cpp import probe_cache
 from ember.inductor.codegen.cpp.compiler import FLAGS, compile_shared_library, compiler_version
 from ember.inductor.codegen.cpp.kernel import CppKernel
@@ -20,7 +20,9 @@ from ember.runtime import ArtifactCache, load_shared_library
 class CppBackend:
     """Generates C++ with OpenMP for CPU tensors; one shared library per graph."""
 
-    capabilities = frozenset({"cpu"})
+    # torch's CPU convolutions (oneDNN) run NHWC faster than NCHW, as cuDNN's do: small_cnn,
+    # Hugging Face's ResNet and ConvNeXt 1.1-1.6x a step channels-last (docs/perf/cpu-kernels.md)
+    capabilities = frozenset({"cpu", CHANNELS_LAST_CONVOLUTIONS})
     dtypes = frozenset(CPP_TYPES)
     kernel_prefix = "cpp"
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ember.inductor.codegen.backend import KernelSource
+from ember.inductor.codegen.backend import CHANNELS_LAST_CONVOLUTIONS, KernelSource
 from ember.inductor.codegen.triton.cubins import cached_cubin_kernels, index_key, store_cubins
 from ember.inductor.codegen.triton.kernel import TritonKernelWriter
 from ember.inductor.codegen.triton.kernel_files import kernel_files
@@ -36,7 +36,7 @@ logger = logging.getLogger("ember.inductor")
 class TritonBackend:
     """Generates Triton for CUDA tensors; one module per graph."""
 
-    capabilities = frozenset({"cuda", "gemm_templates"})
+    capabilities = frozenset({"cuda", "gemm_templates", CHANNELS_LAST_CONVOLUTIONS})
     dtypes = frozenset(TRITON_TYPES)
     # what tl.atomic_add takes (scatter_add of other dtypes falls back)
     atomic_dtypes = frozenset(
