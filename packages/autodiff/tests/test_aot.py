@@ -295,3 +295,38 @@ def test_the_copy_back_groups_are_found_once() -> None:
         torch.testing.assert_close(out, _update_stats(x, expected_mean, expected_count))
         torch.testing.assert_close(mean, expected_mean)
         torch.testing.assert_close(count, expected_count)
+
+
+def test_a_training_call_skips_function_apply_python_layer() -> None:
+    """The autograd.Function is entered through its C `apply` (`runtime._apply`): torch's
+    `Function.apply` unwrapped dead functorch wrappers with a generator over every input
+    (~8 us of a 29-input call on the CPU). Outputs whose gradient is not taken (an integer
+    output before the float ones, an output left out of the loss) keep their places."""
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y = x @ w
+        return y.argmax(dim=1), y.sin(), y.cos()
+
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 3), torch.randn(3, 5, requires_grad=True)
+    compiled = aot_eager(trace(fn, x, w.detach()), [x, w])
+    (index, first, second), called = _functions_called(lambda: compiled(x, w))
+    assert not any(name.endswith(">unwrap_dead_wrappers") for name in called)
+    assert not index.requires_grad and index.dtype == torch.int64
+    assert first.requires_grad and second.requires_grad
+    first.sum().backward()  # the third output's gradient is missing: zeros stand for it
+    w_eager = w.detach().clone().requires_grad_()
+    index_eager, first_eager, _ = fn(x, w_eager)
+    first_eager.sum().backward()
+    torch.testing.assert_close(index, index_eager)
+    torch.testing.assert_close(first, first_eager)
+    torch.testing.assert_close(w.grad, w_eager.grad)
+
+
+def test_a_training_call_under_a_functorch_transform_goes_through_function_apply() -> None:
+    """Under torch.func transforms the call takes `Function.apply`'s own path, which refuses
+    a Function without `setup_context` as before."""
+    x, w = torch.randn(4, 3), torch.randn(3, 5, requires_grad=True)
+    compiled = aot_eager(trace(_mlp, x, w.detach(), torch.zeros(5)), [x, w, torch.zeros(5)])
+    with pytest.raises(RuntimeError, match="setup_context"):
+        torch.func.grad(lambda v: compiled(x, v, torch.zeros(5)).sum())(w.detach())
