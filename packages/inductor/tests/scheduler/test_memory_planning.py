@@ -138,3 +138,24 @@ def test_aliasing_fallback_views_keep_their_memory(tmp_path: Path) -> None:
     )
     for ours, theirs in zip(compiled(x, w), views_of_fallback_results(x, w)):
         torch.testing.assert_close(ours, theirs, rtol=2e-2, atol=2e-2)
+
+
+def test_a_buffer_in_its_donors_layout_is_the_donor_itself() -> None:
+    """A buffer placed in a dead one of the same dtype, sizes and strides (an mm result, or an
+    allocated buffer) binds the donor's tensor instead of viewing it with `as_strided` (~2 us
+    a call on the CPU); other layouts still view it. Values: `test_values_match_eager`."""
+    for fn in (matmul_chain, pointwise_then_reductions):
+        wrapper = _artifact(fn, True)["wrapper"]
+        reuses = [
+            line for line in wrapper.splitlines() if "# in place" in line or "# reuse" in line
+        ]
+        assert reuses
+        for line in reuses:
+            name, _, rest = line.strip().partition(" = ")
+            if rest.startswith("as_strided("):
+                continue
+            assert rest.split("  #")[0].startswith("buf") and "same layout" in rest, line
+        assert any("same layout" in line for line in reuses), fn.__name__
+    in_place = [line for line in _artifact(matmul_chain, True)["wrapper"].splitlines()
+                if "# in place" in line]  # fmt: skip
+    assert in_place and all("as_strided(" not in line for line in in_place)

@@ -21,7 +21,7 @@ import torch
 
 from ember.inductor.codegen.backend import CodegenBackend, KernelSource
 from ember.inductor.codegen.cpp.printer import python_index
-from ember.inductor.ir.program import ExternNode, Program, TensorArg
+from ember.inductor.ir.program import ExternNode, Program, Storage, TensorArg
 from ember.inductor.ir.tensors import Layout
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode
 from ember.inductor.scheduler.memory_planning import Allocation, MemoryPlan, plan_memory
@@ -150,8 +150,29 @@ def _allocate(allocation: Allocation, program: Program) -> str:
     if donor is None:
         return f"{name} = empty_strided({size}, {stride}, dtype={layout.dtype}, device=DEVICE)"
     kind = "in place" if allocation.in_place else "reuse"
+    if _same_tensor(program.storages[donor], layout):
+        return f"{name} = {donor}  # {kind} {donor}, same layout"
     offset = "0" if program.storages[donor].layout is not None else f"{donor}.storage_offset()"
     return f"{name} = as_strided({donor}, {size}, {stride}, {offset})  # {kind} {donor}"
+
+
+def _same_tensor(donor: Storage, layout: Layout) -> bool:
+    """Whether the view `_allocate` would make of `donor` is `donor` as it stands: a buffer
+    allocated in `layout`, or an extern result declared in it (restrided to it when it has
+    more than one element). The buffer is then the donor's tensor, not an `as_strided` of it
+    (~2 us a call on the CPU; 12 in a 2-layer GPT-2 training step)."""
+    if donor.dtype != layout.dtype:
+        return False
+    own = donor.layout
+    if own is not None:
+        return own.offset == 0 and _key(own) == _key(layout)
+    declared = donor.declared
+    if declared is None or _key(declared)[:3] != _key(layout)[:3]:
+        return False
+    size = tuple(declared.size)
+    if not all(isinstance(n, (int, sympy.Integer)) for n in size):
+        return False
+    return math.prod(int(n) for n in size) > 1  # restride leaves a 0/1-element result as is
 
 
 def _view(arg: TensorArg, program: Program) -> str:
