@@ -151,7 +151,7 @@ def test_a_buffer_in_its_donors_layout_is_the_donor_itself() -> None:
         ]
         assert reuses
         for line in reuses:
-            name, _, rest = line.strip().partition(" = ")
+            _, _, rest = line.strip().partition(" = ")
             if rest.startswith("as_strided("):
                 continue
             assert rest.split("  #")[0].startswith("buf") and "same layout" in rest, line
