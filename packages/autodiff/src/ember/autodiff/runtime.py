@@ -151,7 +151,7 @@ class CompiledFunction:
             step = self._training.get(flags)
             if step is None:
                 step = self._training[flags] = self._make_training(flags)
-            results = _apply(step, flat) if step.num_forward_outputs else ()
+            results = _CompiledFunction.apply(step, *flat) if step.num_forward_outputs else ()
         else:
             if self._inference is None:
                 self._inference = self._make_inference()
@@ -246,35 +246,6 @@ class CompiledFunction:
                     tensor = apply_view(step, tensor)
                 leaves.append(tensor)
         return tree_unflatten(leaves, self.signature.out_spec)
-
-
-# `_CompiledFunction.apply` is `Function.apply`, Python that forwards to the C `apply` after
-# checking for a `setup_context` (ours has none: a fact of the class) and for functorch
-# transforms, and unwrapping dead functorch wrappers with a generator over every input (a
-# 2-layer GPT-2 training call: 29 inputs, ~8 us of its ~10 us). `_apply` does the same
-# checks and unwrapping with one C-level `map`, and calls the C `apply` itself.
-_function_apply = super(torch.autograd.Function, _CompiledFunction).apply
-_unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
-_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
-_DIRECT_APPLY = (
-    _unwrap_if_dead is not None
-    and _transforms_active is not None
-    and _CompiledFunction.setup_context is torch.autograd.Function.setup_context
-)
-
-
-def _apply(step: TrainingStep, flat: list[Any]) -> Any:
-    """`_CompiledFunction.apply(step, *flat)`, without `Function.apply`'s Python layer."""
-    if not _DIRECT_APPLY or _transforms_active():  # type: ignore[misc]
-        return _CompiledFunction.apply(step, *flat)
-    try:
-        args = tuple(map(_unwrap_if_dead, flat))  # type: ignore[arg-type]
-    except TypeError:  # a number or None among the inputs
-        args = tuple(
-            _unwrap_if_dead(a) if isinstance(a, torch.Tensor) else a  # type: ignore[misc]
-            for a in flat
-        )
-    return _function_apply(step, *args)
 
 
 _CONTAINERS = frozenset((tuple, list, dict))  # what tree_flatten walks into
