@@ -16,10 +16,13 @@ into their declared strides when an earlier realization chose others.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sympy
+import torch
 
 from ember.inductor.ir.indexing import same
-from ember.inductor.ir.tensors import Layout
+from ember.inductor.ir.tensors import Layout, Relayout, StorageView
 
 
 def non_overlapping(layout: Layout) -> bool:
@@ -57,3 +60,29 @@ def same_strides(have: Layout, want: Layout) -> bool:
         same(n, m) and (same(n, sympy.S.One) or same(a, b))
         for n, m, a, b in zip(have.size, want.size, have.stride, want.stride)
     )
+
+
+def checked_argument(exact: Sequence[int | str], position: int | str | None,
+             schema: torch.FunctionSchema | None) -> bool:  # fmt: skip
+    """Whether the argument at `position` (an index or a name) is one of `exact`, which name
+    arguments by index or by name."""
+    if position is None:
+        return False
+    if position in exact:
+        return True
+    if schema is None:
+        return False
+    names = [argument.name for argument in schema.arguments]
+    if isinstance(position, int):
+        return position < len(names) and names[position] in exact
+    return position in names and names.index(position) in exact
+
+
+def relaid(memory: StorageView, relayouts: Sequence[Relayout]) -> Layout | None:
+    """The layout a chain of views takes over `memory` (None: a view no layout expresses)."""
+    layout: Layout | None = memory.layout
+    for relayout in relayouts:
+        if layout is None:
+            return None
+        layout = relayout(StorageView(memory.storage, layout))
+    return layout

@@ -19,13 +19,25 @@ import torch
 
 from ember.inductor.errors import InductorError
 from ember.inductor.ir import body
-from ember.inductor.ir.indexing import Expr, as_expr, index_var, product, same
+from ember.inductor.ir.indexing import Expr, as_expr, index_var, same
 from ember.inductor.ir.program import ExternNode, LoopNode, Program, Storage, TensorArg
 from ember.inductor.ir.tensors import Layout, Lazy, Relayout, StorageView, TensorValue, lazy
+from ember.inductor.lowering.argument_aliasing import aliased_argument, mutated_positions
 from ember.inductor.lowering.argument_layouts import (
+    checked_argument,
     non_overlapping,
+    relaid,
     repeated_once,
     same_strides,
+)
+from ember.inductor.lowering.realization_rules import (
+    expands,
+    narrow_upcast,
+    one_expression,
+    row_local_readers,
+    trace_body,
+    upcast_loader,
+    whole_reads,
 )
 from ember.inductor.lowering.split_reduction import Split, plan_split, reads_along_outputs
 from ember.inductor.lowering.table import LOWERINGS
@@ -47,11 +59,11 @@ REALIZE_SHARED_COST = 16
 # Any lazy value is computed into a buffer past this cost (bounds inlined body sizes).
 REALIZE_ANY_COST = 400
 # A shared lazy value whose readers are all elementwise or reduction prims stays lazy up to
-# this cost (`_row_local_readers`).
+# this cost (`realization_rules.row_local_readers`).
 REALIZE_ROW_LOCAL_COST = 64
 ROW_LOCAL_READS = 4  # ...and reads at most this many storages (each reader reads them again)
 # A shared lazy value loading more whole tensors than this is realized, however few its ops
-# (`_whole_reads`): each reader's kernel would load them all again.
+# (`realization_rules.whole_reads`): each reader's kernel would load them all again.
 REALIZE_SHARED_READS = 4
 
 
@@ -129,7 +141,7 @@ class LoweringContext:
             # a layout with gaps or an offset (an output whose spec later graphs compile
             # against): allocate the memory it spans and write through the layout
             storage = self.new_buffer(Layout.contiguous(layout.dtype, (_extent(layout),)))
-        variables, tree = _trace(value.fn, value.size, "x")
+        variables, tree = trace_body(value.fn, value.size, "x")
         self.program.nodes.append(
             LoopNode(
                 name=storage,
@@ -167,12 +179,12 @@ class LoweringContext:
             link = base
         for base, relayouts in bases:  # the farthest base first
             if base.realized is None:
-                planned = _relaid(StorageView("", Layout.contiguous(base.dtype, base.size)),
+                planned = relaid(StorageView("", Layout.contiguous(base.dtype, base.size)),
                                   relayouts)  # fmt: skip
                 if planned is None or not _same_layout(planned, wanted):
                     continue
             memory = self.realize(base)
-            final = _relaid(memory, relayouts)
+            final = relaid(memory, relayouts)
             if final is None or not _same_layout(final, wanted):
                 continue  # a base realized earlier in other strides: a nearer one may do
             value.realized = StorageView(memory.storage, final)
@@ -358,11 +370,11 @@ class LoweringContext:
         reads: set[str] = set()
         writes: set[str] = set()
         schema = op_schema(target)
-        mutated = _mutated_positions(schema)
+        mutated = mutated_positions(schema)
 
         def as_arg(value: Any, position: int | str | None) -> Any:
             declared = self._declared_layout(node, position, value)
-            checked = _checked(exact, position, schema)
+            checked = checked_argument(exact, position, schema)
             if isinstance(value, Lazy):
                 if position in mutated and value.family.viewed and value.realized is None:
                     raise _Restart(value.family.root or "")
@@ -389,7 +401,7 @@ class LoweringContext:
         results: list[Any] = []
         storages: list[str | None] = []
         for position, output in enumerate(node.outputs):
-            aliased = _aliased_argument(schema, position)
+            aliased = aliased_argument(schema, position)
             if aliased is not None and isinstance(output, Value):
                 source = args[aliased] if isinstance(aliased, int) else kwargs[aliased]
                 view = source.realized if isinstance(source, Lazy) else source
@@ -726,129 +738,29 @@ def _lower_node(ctx: LoweringContext, node: Node) -> None:
             and not (
                 lowered.cost <= REALIZE_ROW_LOCAL_COST
                 and len(lowered.reads) <= ROW_LOCAL_READS
-                and _row_local_readers(ctx, value)
+                and row_local_readers(ctx, value)
             )
-            and not _one_expression(ctx, value)
+            and not one_expression(ctx, value)
         ) or (
             ctx.uses_left.get(value.name, 0) > 1
             and len(lowered.reads) > REALIZE_SHARED_READS
-            and _whole_reads(lowered) > REALIZE_SHARED_READS
-            and not _one_expression(ctx, value)
+            and whole_reads(lowered) > REALIZE_SHARED_READS
+            and not one_expression(ctx, value)
         )
-        shared = shared and not _expands(ctx, lowered)
+        shared = shared and not expands(ctx, lowered)
         if shared and value.name not in ctx.force_realize:
-            narrow = _upcast_of(node, args, lowered)
+            narrow = narrow_upcast(node, args, lowered)
             if narrow is not None:
                 # store the 16-bit value; the exact float32 upcast stays in its readers
                 source = node.args[0]
                 layout = ctx.spec_layout(source.name) if isinstance(source, Ref) else None
                 stored = ctx.realize(narrow, layout)
                 ctx.env[value.name] = lazy(lowered.dtype, lowered.size,
-                                           _upcast_loader(stored, lowered.dtype), [stored],
+                                           upcast_loader(stored, lowered.dtype), [stored],
                                            ctx.origin())  # fmt: skip
                 continue
         if value.name in ctx.force_realize or shared or lowered.cost > REALIZE_ANY_COST:
             ctx.realize(lowered, ctx.spec_layout(value.name))
-
-
-def _upcast_of(node: Node, args: Sequence[Any], lowered: Lazy) -> Lazy | None:
-    """The 16-bit lazy value a shared float32 value converts exactly (`convert_element_type`
-    of a bf16 or fp16 value not stored yet), else None. ResNet-50's backward stored the
-    float32 upcast of each stage's input gradient, which both batch norms of the block
-    read: 103 MB where the bf16 gradient takes 51 MB (and twice the bytes written and read)."""
-    if node.target != "prims::convert_element_type" or not args:
-        return None
-    source = args[0]
-    if not isinstance(source, Lazy) or source.realized is not None or source.size != lowered.size:
-        return None
-    if source.dtype not in (torch.bfloat16, torch.float16):
-        return None
-    return source if lowered.dtype in (torch.float32, torch.float64) else None
-
-
-def _upcast_loader(stored: StorageView, dtype: torch.dtype) -> body.Loader:
-    load = stored.loader()
-    return lambda index: body.to_dtype(load(index), dtype)
-
-
-def _expands(ctx: LoweringContext, value: Lazy) -> bool:
-    """Whether `value` has more elements than every storage it reads (overlapping windows:
-    max pooling's 3x3 windows of a batch-normalized map, read by its amax and its argmax).
-    Realized, it is written and read back at several times the size of its input (ResNet-50's
-    stem: 116 MB for a 51 MB map); inlined, each reader loads the input again, from cache."""
-    elements = _numel(value.size)
-    if elements is None:
-        return False
-    largest = 0
-    for name in value.reads:
-        storage = ctx.program.storages.get(name)
-        layout = None if storage is None else storage.layout or storage.declared
-        size = _numel(layout.size) if layout is not None else None
-        if size is None:
-            return False
-        largest = max(largest, size)
-    return elements > 2 * largest
-
-
-def _numel(size: Sequence[Expr]) -> int | None:
-    total = sympy.sympify(product(size)) if size else sympy.S.One
-    return int(total) if total.is_Integer else None
-
-
-def _whole_reads(value: Lazy) -> int:
-    """How many storages `value` loads at every point (indexed by each of its loop variables
-    of size > 1). ResNet-50's backward summed each stage's residual gradient as a chain of
-    ReLU masks and branch gradients, a few ops a link: each link, lazy, was loaded again by
-    the batch-norm reductions and the gradient kernel of its block (7 maps of 51 MB in one
-    kernel of stage 1)."""
-    variables, tree = _trace(value.fn, value.size, "x")
-    wanted = {v for v, size in zip(variables, value.size) if size != 1}
-    return len(
-        {
-            str(load.args[0])
-            for load in body.loads(tree)
-            if isinstance(load.args[1], sympy.Expr) and wanted <= load.args[1].free_symbols
-        }
-    )
-
-
-def _one_expression(ctx: LoweringContext, value: Value) -> bool:
-    """Whether every reader of `value` is an elementwise prim feeding one last reader, which
-    reads `value` too: ReLU's `where(x <= 0, 0, x)`. Inlined, `value` is computed once (the
-    kernel shares equal subexpressions); realized, it was written and read back in a kernel
-    of its own (ResNet-50's residual add before each ReLU: a 51 MB bf16 map)."""
-    readers = ctx.readers.get(value.name, [])
-    if len(readers) < 2:
-        return False
-    outputs = {leaf.name for leaf in ctx.graph.output_leaves if isinstance(leaf, Ref)}
-    last = readers[-1]
-    for reader in readers:
-        if getattr(resolve_op(reader.target), "family", None) != "elementwise":
-            return False
-    for reader in readers[:-1]:  # the last may be an output (a saved activation)
-        results = list(reader.output_values())
-        if reader is last or len(results) != 1 or results[0].name in outputs:
-            return False
-        later = ctx.readers.get(results[0].name, [])
-        if len(later) != 1 or later[0] is not last:
-            return False
-    return True
-
-
-def _row_local_readers(ctx: LoweringContext, value: Value) -> bool:
-    """Whether every reader of `value` is an elementwise prim or a reduction prim over it,
-    none of them an output: what a softmax or a norm reads, all of it computed in one fused
-    kernel that keeps the value in registers. BERT's masked attention scores (a product, a
-    mask and a scale: 17 ops) were written to memory and read back, 0.135 ms a layer."""
-    readers = ctx.readers.get(value.name, [])
-    outputs = {leaf.name for leaf in ctx.graph.output_leaves if isinstance(leaf, Ref)}
-    for reader in readers:
-        family = getattr(resolve_op(reader.target), "family", None)
-        if family not in ("elementwise", "reductions"):
-            return False
-        if any(v.name in outputs for v in reader.output_values()):
-            return False
-    return bool(readers)
 
 
 def _bind(ctx: LoweringContext, arg: Any) -> Any:
@@ -894,13 +806,6 @@ def _tensors(tree: Any) -> list[Lazy | StorageView]:
 def _hint(node: Node, why: str) -> None:
     where = f"{node.source.short()}: {node.source.code.strip()}" if node.source else "unknown line"
     perf_hints.info("%s falls back to its eager kernel (%s) at %s", node.target, why, where)
-
-
-def _trace(
-    fn: body.Loader, size: Sequence[Expr], prefix: str
-) -> tuple[list[sympy.Symbol], body.BodyValue]:
-    variables = [index_var(prefix, i) for i in range(len(size))]
-    return variables, fn(variables)
 
 
 def _copy(ctx: LoweringContext, value: StorageView) -> StorageView:
@@ -955,32 +860,6 @@ def _size_one_strides(layout: Layout, wanted: Layout) -> Layout:
     return Layout(layout.dtype, layout.size, stride, layout.offset)
 
 
-def _checked(exact: Sequence[int | str], position: int | str | None,
-             schema: torch.FunctionSchema | None) -> bool:  # fmt: skip
-    """Whether the argument at `position` (an index or a name) is one of `exact`, which name
-    arguments by index or by name."""
-    if position is None:
-        return False
-    if position in exact:
-        return True
-    if schema is None:
-        return False
-    names = [argument.name for argument in schema.arguments]
-    if isinstance(position, int):
-        return position < len(names) and names[position] in exact
-    return position in names and names.index(position) in exact
-
-
-def _relaid(memory: StorageView, relayouts: Sequence[Relayout]) -> Layout | None:
-    """The layout a chain of views takes over `memory` (None: a view no layout expresses)."""
-    layout: Layout | None = memory.layout
-    for relayout in relayouts:
-        if layout is None:
-            return None
-        layout = relayout(StorageView(memory.storage, layout))
-    return layout
-
-
 def _merge(*groups: tuple[str, ...]) -> tuple[str, ...]:
     """User lines in first-seen order, at most a dozen (a kernel comment, not a log)."""
     return tuple(dict.fromkeys(line for group in groups for line in group))[-12:]
@@ -1018,26 +897,3 @@ def _dense(layout: Layout) -> bool:
             return False
         expected *= int(size)
     return True
-
-
-def _mutated_positions(schema: torch.FunctionSchema | None) -> set[int | str]:
-    if schema is None:
-        return set()
-    positions: set[int | str] = set()
-    for i, argument in enumerate(schema.arguments):
-        if argument.alias_info is not None and argument.alias_info.is_write:
-            positions.add(argument.name if argument.kwarg_only else i)
-            positions.add(argument.name)
-    return positions
-
-
-def _aliased_argument(schema: torch.FunctionSchema | None, position: int) -> int | str | None:
-    if schema is None or position >= len(schema.returns):
-        return None
-    alias = schema.returns[position].alias_info
-    if alias is None or not alias.is_write:  # a view returned by a fallback is its own storage
-        return None
-    for i, argument in enumerate(schema.arguments):
-        if argument.alias_info is not None and argument.alias_info.before_set & alias.before_set:
-            return argument.name if argument.kwarg_only else i
-    return None
