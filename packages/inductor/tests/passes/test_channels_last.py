@@ -174,12 +174,7 @@ def test_training_saves_channels_last_and_gradients_equal_eager() -> None:
     assert len(nhwc) >= 3 and all(not t.is_contiguous() for t in nhwc)
     ours.square().sum().backward()
     theirs.square().sum().backward()
-    for a, b in zip(twin.parameters(), model.parameters()):
-        assert a.grad is not None and b.grad is not None
-        assert a.grad.stride() == b.grad.stride()
-        torch.testing.assert_close(a.grad, b.grad)
-    for a, b in zip(twin.buffers(), model.buffers()):
-        torch.testing.assert_close(a, b)
+    _assert_trained_alike(twin, model)
 
 
 def _pool_backward(grad: torch.Tensor, x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
@@ -258,12 +253,7 @@ def test_odd_sizes_training_equals_eager_on_the_cpu() -> None:
         theirs.square().sum().backward()
         assert x.grad is not None and x_twin.grad is not None
         torch.testing.assert_close(x_twin.grad, x.grad)
-        for a, b in zip(twin.parameters(), model.parameters()):
-            assert a.grad is not None and b.grad is not None
-            assert a.grad.stride() == b.grad.stride()
-            torch.testing.assert_close(a.grad, b.grad)
-        for ours_buffer, eager_buffer in zip(twin.buffers(), model.buffers()):
-            torch.testing.assert_close(ours_buffer, eager_buffer)
+        _assert_trained_alike(twin, model)
 
 
 class _NchwCpp(CppBackend):
@@ -286,3 +276,14 @@ def test_auto_layout_follows_the_backends_capability() -> None:
     assert stem not in generate(graph, _NchwCpp(), config)["wrapper"]
     off = dataclasses.replace(config, layout_optimization="off")
     assert stem not in generate(graph, _NhwcCpp(), off)["wrapper"]
+
+
+def _assert_trained_alike(twin: torch.nn.Module, model: torch.nn.Module) -> None:
+    """The compiled twin's parameter gradients (values and strides) and buffers (batch-norm
+    statistics) equal eager's after the same backward."""
+    for a, b in zip(twin.parameters(), model.parameters()):
+        assert a.grad is not None and b.grad is not None
+        assert a.grad.stride() == b.grad.stride()
+        torch.testing.assert_close(a.grad, b.grad)
+    for ours, eager in zip(twin.buffers(), model.buffers()):
+        torch.testing.assert_close(ours, eager)

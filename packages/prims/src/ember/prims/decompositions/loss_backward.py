@@ -50,8 +50,7 @@ def _clipped(
 def _huber_loss_backward(
     grad: torch.Tensor, a: torch.Tensor, target: torch.Tensor, reduction: int, delta: float
 ) -> torch.Tensor:
-    scaled = _mean_scaled(grad, a, reduction)
-    difference = aten.sub.Tensor(a, target)
+    scaled, difference = _mean_scaled(grad, a, reduction), aten.sub.Tensor(a, target)
     outer = aten.mul.Scalar(scaled, delta)
     return _clipped(difference, delta, outer, aten.mul.Tensor(difference, scaled))
 
@@ -60,8 +59,7 @@ def _huber_loss_backward(
 def _smooth_l1_loss_backward(
     grad: torch.Tensor, a: torch.Tensor, target: torch.Tensor, reduction: int, beta: float
 ) -> torch.Tensor:
-    scaled = _mean_scaled(grad, a, reduction)
-    difference = aten.sub.Tensor(a, target)
+    scaled, difference = _mean_scaled(grad, a, reduction), aten.sub.Tensor(a, target)
     if beta == 0:  # L1: slope -1 up to 0 inclusive (ATen tests difference <= -beta first)
         return _clipped(difference, 0.0, scaled, scaled)
     inside = aten.div.Scalar(aten.mul.Tensor(difference, scaled), beta)
