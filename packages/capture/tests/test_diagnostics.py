@@ -125,6 +125,26 @@ def test_a_slower_graph_warns_once_after_warm_up(monkeypatch: pytest.MonkeyPatch
     assert found[0].filename == __file__  # attributed to the user's line
 
 
+def test_the_checks_time_and_compare_a_graph_whose_input_is_expanded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # hf_esm on the H100: the performance check copied an expanded input (stride 0) with an
+    # element-wise copy_, which torch refuses for a tensor whose elements share memory
+    monkeypatch.delenv("EMBER_PERF_WARNINGS", raising=False)
+    monkeypatch.setenv("EMBER_ACCURACY_CHECK", "1")
+
+    def fn(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return torch.sin(x) * 2 + bias
+
+    compiled = ember_compile(fn, backend=slow_backend)
+    x, bias = torch.randn(4, 8), torch.randn(8).expand(4, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = [compiled(x, bias) for _ in range(6)]
+    assert all(torch.equal(result, fn(x, bias)) for result in results)
+    assert any(issubclass(w.category, PerformanceWarning) for w in caught)
+
+
 def test_slower_message_needs_a_measurable_difference() -> None:
     graph = prims.trace(lambda x: x.sin(), torch.randn(3))
     assert slower_message(graph, "f", 1.1e-3, 1.0e-3, 0) is None  # under 1.25x

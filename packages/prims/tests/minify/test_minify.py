@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import ember.prims as prims
 from ember.prims.minify import (
     FailureKind,
     blocked_layers,
+    clone_inputs,
     compare,
     load_repro,
     minify,
@@ -128,3 +130,18 @@ def test_a_cuda_repro_loads_its_inputs_on_the_gpu_and_reproduces(tmp_path: Path)
     _, loaded, _ = load_repro(directory)
     assert all(tensor.is_cuda for tensor in loaded)
     assert run_repro(directory) == 1
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(6).expand(3, 6),  # a stride of 0
+        lambda: torch.randn(10).as_strided((4, 4), (2, 1)),  # rows overlap
+        lambda: torch.randn(5, 7)[:, 1:6].t(),  # no overlap: gaps, transposed
+    ],
+)
+def test_clone_inputs_copies_any_layout_into_fresh_memory(make: Callable[[], Any]) -> None:
+    value = make()
+    (copy,) = clone_inputs([value])
+    assert torch.equal(copy, value) and copy.stride() == value.stride()
+    assert copy.untyped_storage().data_ptr() != value.untyped_storage().data_ptr()

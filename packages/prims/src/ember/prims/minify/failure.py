@@ -119,19 +119,38 @@ def _compare_tensors(expected: torch.Tensor, actual: torch.Tensor) -> str | None
 def clone_inputs(inputs: Sequence[Any]) -> list[Any]:
     """Fresh copies of the tensors (same strides, same requires_grad), so a run that mutates
     its inputs leaves the originals alone."""
-    copies: list[Any] = []
-    for value in inputs:
-        if isinstance(value, torch.Tensor):
+    return [_fresh_copy(value) if isinstance(value, torch.Tensor) else value for value in inputs]
+
+
+def _fresh_copy(value: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        if _self_overlapping(value):
+            # an expanded input (a stride of 0): element-wise `copy_` into a tensor whose
+            # elements share memory is refused, so copy the memory it spans and view it alike
+            span = 1 + sum((size - 1) * stride for size, stride in zip(value.shape, value.stride()))
+            memory = torch.empty(span, dtype=value.dtype, device=value.device)
+            memory.copy_(value.detach().as_strided((span,), (1,)))
+            copy = memory.as_strided(value.shape, value.stride())
+        else:
             copy = torch.empty_strided(
                 value.shape, value.stride(), dtype=value.dtype, device=value.device
             )
-            with torch.no_grad():
-                copy.copy_(value.detach())
-            copy.requires_grad_(value.requires_grad)
-            copies.append(copy)
-        else:
-            copies.append(value)
-    return copies
+            copy.copy_(value.detach())
+    copy.requires_grad_(value.requires_grad)
+    return copy
+
+
+def _self_overlapping(value: torch.Tensor) -> bool:
+    """Whether two elements of `value` can share one memory location (its dims, smallest
+    stride first, each step past everything the smaller ones span)."""
+    if value.numel() <= 1 or value.layout != torch.strided:
+        return False
+    spanned = 0
+    for stride, size in sorted((s, n) for n, s in zip(value.shape, value.stride()) if n > 1):
+        if stride <= spanned:
+            return True
+        spanned += (size - 1) * stride
+    return False
 
 
 def probe(
