@@ -35,11 +35,8 @@ from ember.inductor.scheduler.fusion import Kernel, Member
 
 # Below this many loop iterations a kernel runs on one thread (thread start-up costs more).
 PARALLEL_THRESHOLD = 32768
-# Partial results a vectorized max/min keeps: one AVX-512 register of float32 (on one core of
-# the 2-core CI machine 16 beat 32 and 64 on a 4096x1024 amax: 0.33 ms against 0.46 and 0.73).
-LANES = 16
-# Values a float32 sum adds per chunk in float lanes before the chunk goes into its double
-# accumulator (16 per lane).
+# Values a float32 sum adds per chunk in float (vectorized: each SIMD lane adds 16 of them on
+# AVX-512) before the chunk goes into its double accumulator.
 SUM_CHUNK = 256
 
 
@@ -141,7 +138,9 @@ class CppKernel(ValueScopes):
             if staged is not None:
                 return staged
             self.storages[str(storage)] = None
-            return f"{storage}[{self.index(index.xreplace(substitution))}]"
+            element = f"{storage}[{self.index(index.xreplace(substitution))}]"
+            # bool storages are bytes to the compiler (see `_pointee`)
+            return f"({element} != 0)" if node.dtype == torch.bool else element
         if op == "constant":
             return literal(node.args[0], node.dtype)
         if op == "index_expr":
@@ -267,7 +266,11 @@ class CppKernel(ValueScopes):
         return KernelSource(kernel.name, source, arguments)
 
     def _pointee(self, storage: str) -> str:
-        return CPP_TYPES[self.program.storages[storage].dtype]
+        """The element type of a storage's pointer. A bool storage is read and written as
+        `uint8_t` (torch keeps a bool as one byte, 0 or 1): GCC 12 vectorizes no loop that
+        loads through a `bool*` ("no vectype"), so a masked softmax's row loops ran scalar."""
+        dtype = self.program.storages[storage].dtype
+        return "uint8_t" if dtype == torch.bool else CPP_TYPES[dtype]
 
     def _store(self, member: Member, value: str, names: dict[int, str]) -> None:
         storage = member.node.storage
@@ -319,8 +322,8 @@ class CppKernel(ValueScopes):
             self.line(f"int64_t {best} = 0;")
         headers = self._reduction_loops("")
         numel = product(self.kernel.inner)
-        if reduction_type in {"max", "min"} and len(headers) == 1:
-            result = self._lane_extremum(member, reduction_type, accumulator)
+        if reduction_type in {"max", "min"} and len(headers) == 1 and value_dtype != torch.bool:
+            result = self._row_extremum(member, reduction_type, accumulator)
             self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({result})", {})
             return
         widened = accumulator_type != value_dtype and value_dtype == torch.float32
@@ -329,7 +332,7 @@ class CppKernel(ValueScopes):
             for header in headers[:-1]:
                 self.line(header + " {")
                 self.depth += 1
-            self._lane_sum(member, accumulator)
+            self._chunked_sum(member, accumulator)
             for _ in headers[:-1]:
                 self.depth -= 1
                 self.line("}")
@@ -367,90 +370,56 @@ class CppKernel(ValueScopes):
         result = best if arg else accumulator
         self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({result})", {})
 
-    def _lane_sum(self, member: Member, accumulator: str) -> None:
+    def _chunked_sum(self, member: Member, accumulator: str) -> None:
         """A float32 sum over the last reduction loop into the double `accumulator`, at float
-        width: `LANES` float partial sums over chunks of `SUM_CHUNK` values (each lane adds
-        `SUM_CHUNK / LANES` of them), each chunk's lanes then added in double. Converting
-        every value to double halved the vector width."""
+        width: chunks of `SUM_CHUNK` values summed in float by an `omp simd reduction` loop
+        (one partial sum per SIMD lane), each chunk then added in double. Converting every
+        value to double halved the vector width; the reduction clause, unlike partial sums
+        kept in an array indexed by the lane, vectorizes whatever else the row loads (a
+        softmax's byte mask) and needs no scalar remainder loop."""
         last = len(self.kernel.inner) - 1
         size = self.size(self.kernel.inner[last])
         variable = index_var("r", last)
-        chunk, block = f"{variable}_chunk", f"{variable}_block"
-        lanes = f"{accumulator}_lane"
-        whole = f"(({size}) - ({size}) % {LANES}L)"
-        with self.block(f"for (int64_t {chunk} = 0; {chunk} < {whole}; {chunk} += {SUM_CHUNK}L)"):
-            self.line(f"float {lanes}[{LANES}] = {{}};")
-            end = f"std::min<int64_t>({chunk} + {SUM_CHUNK}L, {whole})"
+        chunk = f"{variable}_chunk"
+        part = f"{accumulator}_part"
+        with self.block(f"for (int64_t {chunk} = 0; {chunk} < {size}; {chunk} += {SUM_CHUNK}L)"):
+            self.line(f"float {part} = 0.0f;")
+            self.line(f"#pragma omp simd reduction(+:{part})")
+            end = f"std::min<int64_t>({chunk} + {SUM_CHUNK}L, {size})"
             with self.block(
-                f"for (int64_t {block} = {chunk}; {block} < {end}; {block} += {LANES}L)"
+                f"for (int64_t {variable} = {chunk}; {variable} < {end}; ++{variable})"
             ):
-                self.line("#pragma omp simd")
-                with self.block(
-                    f"for (int64_t {variable} = {block}; {variable} < {block} + {LANES}L; "
-                    f"++{variable})"
-                ):
-                    names: dict[int, str] = {}
-                    value = self.value(member.body, names)
-                    self._save_rows(member, names)
-                    lane = f"{lanes}[{variable} - {block}]"
-                    self.line(f"{lane} = {lane} + {value};")
-            with self.block(f"for (int64_t lane = 0; lane < {LANES}; ++lane)"):
-                self.line(f"{accumulator} = {accumulator} + {lanes}[lane];")
-        with self.block(f"for (int64_t {variable} = {whole}; {variable} < {size}; ++{variable})"):
-            names = {}
-            value = self.value(member.body, names)
-            self._save_rows(member, names)
-            self.line(f"{accumulator} = {accumulator} + {value};")
+                names: dict[int, str] = {}
+                value = self.value(member.body, names)
+                self._save_rows(member, names)
+                self.line(f"{part} = {part} + {value};")
+            self.line(f"{accumulator} = {accumulator} + {part};")
 
-    def _lane_extremum(self, member: Member, reduction_type: str, accumulator: str) -> str:
-        """A max or min over one reduction loop, vectorized: `LANES` partial results, each
-        lane taking every `LANES`-th value, under `omp simd` (GCC vectorizes no loop-carried
-        NaN-propagating max), the remainder into lane 0, then the lanes combined. NaN
-        propagates as eager's does: a float reduction also keeps, per lane, the last NaN it
-        met (off the max's dependency chain), and any such NaN is the result. Returns the
-        variable holding the result (declared as `accumulator`)."""
+    def _row_extremum(self, member: Member, reduction_type: str, accumulator: str) -> str:
+        """A max or min over one reduction loop, vectorized by an `omp simd reduction(max)`
+        loop (GCC vectorizes no loop-carried NaN-propagating max, so the select in the loop
+        drops NaN and a float reduction also ORs a per-row flag of whether it met one; a
+        flagged row's result is NaN, as eager's). Returns the variable holding the result
+        (declared as `accumulator`)."""
         dtype = member.body.dtype
-        cpp = CPP_TYPES[dtype]
         floating = dtype.is_floating_point
         keep = ">" if reduction_type == "max" else "<"
-        lanes = f"{accumulator}_lane"
-        nans = f"{accumulator}_nan"
-        self.line(f"{cpp} {lanes}[{LANES}];")
+        nan = f"{accumulator}_nan"
+        clauses = f"reduction({reduction_type}:{accumulator})"
         if floating:
-            self.line(f"{cpp} {nans}[{LANES}];")
-        with self.block(f"for (int64_t lane = 0; lane < {LANES}; ++lane)"):
-            self.line(f"{lanes}[lane] = {accumulator};")
-            if floating:
-                self.line(f"{nans}[lane] = {literal(0, dtype)};")
+            self.line(f"int {nan} = 0;")
+            clauses += f" reduction(|:{nan})"
         size = self.size(self.kernel.inner[0])
         variable = index_var("r", 0)
-        block = f"{variable}_block"
-        whole = f"(({size}) - ({size}) % {LANES}L)"
-
-        def combine(lane: str) -> None:
+        self.line(f"#pragma omp simd {clauses}")
+        with self.block(f"for (int64_t {variable} = 0; {variable} < {size}; ++{variable})"):
             value = self.value(member.body, {})
-            current = f"{lanes}[{lane}]"
-            self.line(f"{current} = ({current} {keep} {value}) ? {current} : {value};")
+            self.line(f"{accumulator} = ({accumulator} {keep} {value}) ? {accumulator} : {value};")
             if floating:
-                nan = f"{nans}[{lane}]"
-                self.line(f"{nan} = ({value} != {value}) ? {value} : {nan};")
-
-        with self.block(f"for (int64_t {block} = 0; {block} < {whole}; {block} += {LANES}L)"):
-            self.line("#pragma omp simd")
-            with self.block(
-                f"for (int64_t {variable} = {block}; {variable} < {block} + {LANES}L; ++{variable})"
-            ):
-                combine(f"{variable} - {block}")
-        with self.block(f"for (int64_t {variable} = {whole}; {variable} < {size}; ++{variable})"):
-            combine("0")
-        with self.block(f"for (int64_t lane = 0; lane < {LANES}; ++lane)"):
-            current = f"{lanes}[lane]"
-            self.line(
-                f"{accumulator} = ({accumulator} {keep} {current}) ? {accumulator} : {current};"
-            )
+                self.line(f"{nan} = {nan} | ({value} != {value});")
         if floating:
-            with self.block(f"for (int64_t lane = 0; lane < {LANES}; ++lane)"):
-                self.line(f"if ({nans}[lane] != {nans}[lane]) {accumulator} = {nans}[lane];")
+            quiet = f"std::numeric_limits<{CPP_TYPES[dtype]}>::quiet_NaN()"
+            self.line(f"if ({nan}) {accumulator} = {quiet};")
         return accumulator
 
     def _save_rows(self, member: Member, names: dict[int, str]) -> None:
