@@ -24,6 +24,7 @@ from ember.inductor.codegen.cpp.ops import (
     reduction_init,
 )
 from ember.inductor.codegen.cpp.outer_lanes import generate_outer_lanes, outer_lanes
+from ember.inductor.codegen.cpp.parallel_regions import thread_clause
 from ember.inductor.codegen.cpp.printer import cpp_index
 from ember.inductor.codegen.cpp.row_reuse import row_capacity, shared_rows, structure, subtrees
 from ember.inductor.codegen.cpp.tiling import generate_tiled, transposed_tile
@@ -33,8 +34,6 @@ from ember.inductor.ir.indexing import Expr, index_var, product
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel, Member
 
-# Below this many loop iterations a kernel runs on one thread (thread start-up costs more).
-PARALLEL_THRESHOLD = 32768
 # Values a float32 sum adds per chunk in float (vectorized: each SIMD lane adds 16 of them on
 # AVX-512) before the chunk goes into its double accumulator.
 SUM_CHUNK = 256
@@ -152,6 +151,10 @@ class CppKernel(ValueScopes):
         if op == "to_dtype":
             source = node.args[0]
             assert isinstance(source, BodyValue)
+            if source.dtype == torch.bool and node.dtype != torch.bool:
+                # a select: GCC 12 vectorized no loop converting a comparison's bool to a
+                # float beside 64-bit integer math (a dropout mask: `(u < p)` of Philox bits)
+                return f"({self.value(source, names)} ? {cpp}(1) : {cpp}(0))"
             return f"static_cast<{cpp}>({self.value(source, names)})"
         if op == "where":
             c, a, b = (self.value(arg, names) for arg in node.args)  # type: ignore[arg-type]
@@ -202,8 +205,11 @@ class CppKernel(ValueScopes):
             collapse = f" collapse({len(threaded)})" if len(threaded) > 1 else ""
             vector = not any(m.store_mode for m in kernel.members if m.level == "outer")
             simd = " simd" if not kernel.inner and len(kernel.outer) == 1 and vector else ""
-            condition = f"if({self.size(numel)} >= {PARALLEL_THRESHOLD}L)"
-            self.line(f"#pragma omp parallel for{simd}{collapse} {condition}")
+            clause = thread_clause(numel, self.size(numel))
+            if clause is not None:
+                self.line(f"#pragma omp parallel for{simd}{collapse}{clause}")
+            elif simd:
+                self.line("#pragma omp simd")
             for position, (variable, size) in enumerate(zip(outer_vars, kernel.outer)):
                 if split is not None and position == split and vector:
                     self.line("#pragma omp simd")
@@ -339,12 +345,9 @@ class CppKernel(ValueScopes):
             self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({accumulator})", {})
             return
         if reduction_type == "sum" and len(headers) == 1:
-            if parallel:
-                self.line(
-                    f"#pragma omp parallel for simd reduction(+:{accumulator}) if({self.size(numel)} >= {PARALLEL_THRESHOLD}L)"
-                )
-            else:
-                self.line(f"#pragma omp simd reduction(+:{accumulator})")
+            clause = thread_clause(numel, self.size(numel)) if parallel else None
+            threads = "parallel for " if clause is not None else ""
+            self.line(f"#pragma omp {threads}simd reduction(+:{accumulator}){clause or ''}")
         for header in headers[:-1]:
             self.line(header + " {")
             self.depth += 1
@@ -447,10 +450,9 @@ class CppKernel(ValueScopes):
         numel = product(self.kernel.inner)
         simd = "" if any(m.store_mode for m in group) else " simd"
         if len(headers) == 1:
-            if parallel:
-                self.line(
-                    f"#pragma omp parallel for{simd} if({self.size(numel)} >= {PARALLEL_THRESHOLD}L)"
-                )
+            clause = thread_clause(numel, self.size(numel)) if parallel else None
+            if clause is not None:
+                self.line(f"#pragma omp parallel for{simd}{clause}")
             elif simd:
                 self.line("#pragma omp simd")
         for header in headers[:-1]:

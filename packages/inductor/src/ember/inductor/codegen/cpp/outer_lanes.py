@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import sympy
 
 from ember.inductor.codegen.cpp.ops import CPP_TYPES, accumulator_dtype, literal, reduction_init
+from ember.inductor.codegen.cpp.parallel_regions import thread_clause
 from ember.inductor.ir.indexing import Expr, index_var
 from ember.inductor.scheduler.fusion import Member
 
@@ -74,16 +75,15 @@ def generate_outer_lanes(
 ) -> None:
     """Emit the blocked loops (threads over the blocks and the other outer loops), then the
     remainder of the last outer loop with the scalar layout."""
-    from ember.inductor.codegen.cpp.kernel import PARALLEL_THRESHOLD
-
     kernel = cpp.kernel
     last = str(outer_vars[-1])
     block = f"{last}_block"
     size = cpp.size(kernel.outer[-1])
     whole = f"(({size}) - ({size}) % {lanes}L)"
-    condition = f"if({cpp.size(numel)} >= {PARALLEL_THRESHOLD}L)"
+    clause = thread_clause(numel, cpp.size(numel))
     collapse = f" collapse({len(kernel.outer)})" if len(kernel.outer) > 1 else ""
-    cpp.line(f"#pragma omp parallel for{collapse} {condition}")
+    if clause is not None:
+        cpp.line(f"#pragma omp parallel for{collapse}{clause}")
     for variable, bound in zip(outer_vars[:-1], kernel.outer[:-1]):
         cpp.line(f"for (int64_t {variable} = 0; {variable} < {cpp.size(bound)}; ++{variable})")
     with cpp.block(f"for (int64_t {block} = 0; {block} < {whole}; {block} += {lanes}L)"):
@@ -103,8 +103,8 @@ def generate_outer_lanes(
                     functools.partial(cpp.value, member.body, names),
                 )
     collapse = f" collapse({len(kernel.outer) - 1})" if len(kernel.outer) > 2 else ""
-    if len(kernel.outer) > 1:
-        cpp.line(f"#pragma omp parallel for{collapse} {condition}")
+    if len(kernel.outer) > 1 and clause is not None:
+        cpp.line(f"#pragma omp parallel for{collapse}{clause}")
     for variable, bound in zip(outer_vars[:-1], kernel.outer[:-1]):
         cpp.line(f"for (int64_t {variable} = 0; {variable} < {cpp.size(bound)}; ++{variable})")
     with cpp.block(f"for (int64_t {last} = {whole}; {last} < {size}; ++{last})"):

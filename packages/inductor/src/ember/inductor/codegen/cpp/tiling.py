@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 
+from ember.inductor.codegen.cpp.parallel_regions import thread_clause
 from ember.inductor.codegen.cpp.printer import cpp_index
 from ember.inductor.ir import body
 from ember.inductor.ir.body import BodyValue
@@ -176,11 +177,10 @@ def generate_tiled(cpp: CppKernel, outer_vars: list[sympy.Symbol], numel: Expr, 
     """The whole kernel: threads over the outer loops and the tiles; in a whole tile the
     staged loads are transposed into stack buffers and the body runs in SIMD rows over them;
     a tile at the tensor's edge runs the body with direct loads."""
-    from ember.inductor.codegen.cpp.kernel import PARALLEL_THRESHOLD
-
     kernel = cpp.kernel
-    condition = f"if({cpp.size(numel)} >= {PARALLEL_THRESHOLD}L)"
-    cpp.line(f"#pragma omp parallel for collapse({len(kernel.outer)}) {condition}")
+    clause = thread_clause(numel, cpp.size(numel))
+    if clause is not None:
+        cpp.line(f"#pragma omp parallel for collapse({len(kernel.outer)}){clause}")
     for variable, bound in zip(outer_vars[:-2], kernel.outer[:-2]):
         cpp.line(f"for (int64_t {variable} = 0; {variable} < {cpp.size(bound)}; ++{variable})")
     tiled = list(zip(outer_vars[-2:], kernel.outer[-2:]))
