@@ -140,6 +140,14 @@ def _neighbour_products(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return (x[:, 1:] * x[:, :-1]).sum(1), (x[1:] + x[:-1]).amax(0)
 
 
+def _relative_ends(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # transformers' Funnel (relative_pos): pooled_pos[0] - pos[-1] and the like. pos[-1] over
+    # a symbolic dim reads element Mod(-1, s0), which Triton's truncating `%` made -1: the
+    # load read the value before the tensor (hf_funnel training on the H100: garbage, then
+    # arange raised 'value cannot be converted to type int64_t without overflow')
+    return pos[0] - pos[-1] - 1, pos[0] - pos[0] + 2 * pos.shape[0], pos[-1] * 2
+
+
 def _causal(n: int) -> torch.Tensor:
     return torch.tril(torch.ones(n, n)).bool()
 
@@ -176,6 +184,12 @@ SYMBOLIC_CASES: dict[str, tuple[Callable[..., Any], Callable[[int], tuple[torch.
         lambda n: (torch.randn(n + 1, 3 * n + 5),),
         ((0, 1),),
         (6, 2, 11),
+    ),
+    "relative_ends": (
+        _relative_ends,
+        lambda n: (torch.randn(n) * 10 + 100,),
+        ((0,),),
+        (16, 2, 9, 33),
     ),
     "variances": (
         _variances,

@@ -4,8 +4,9 @@ Each entry takes the Triton expressions of its operands and the compute dtype's 
 Half and bfloat16 values are computed in float32 (loads upcast, stores and explicit casts
 round). Functions Triton has natively (`tl.exp`, `tl.maximum`) are used directly; the rest
 come from `libdevice`, which the generated module binds to CUDA's libdevice, or to a
-stand-in (`device_math.py`) under `TRITON_INTERPRET=1`. Helpers with torch's semantics (NaN-propagating max,
-Python remainder, argmax with first-index ties) are `@triton.jit` functions in `PRELUDE`.
+stand-in (`device_math.py`) under `TRITON_INTERPRET=1`. Helpers with torch's semantics
+(NaN-propagating max, Python remainder and floor division, argmax with first-index ties) are
+`@triton.jit` functions in `PRELUDE`.
 """
 
 from __future__ import annotations
@@ -86,6 +87,12 @@ def ember_multiply(a, b):
 def ember_remainder(a, b):
     r = a % b
     return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def ember_floordiv(a, b):
+    q = a // b
+    return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
 
 
 @triton.jit

@@ -1,7 +1,11 @@
 """Printing index expressions (sympy) as Triton integer arithmetic.
 
-Loop variables and sizes are integer blocks or scalars; indices are non-negative wherever
-they are used unmasked, so Triton's truncating `//` and `%` agree with floor division.
+Triton's `//` and `%` on integers truncate (C semantics). The IR's own FloorDiv and
+ModularIndexing read loop variables and sizes, non-negative wherever they are used unmasked,
+so the truncating operators agree with floor division there. A Graph's sympy Mod, floor and
+ceiling come from its symbolic sizes and may take a negative operand (`x[-1]` over a dim of
+size s0 reads `Mod(-1, s0)`): they round as sympy does, through the prelude's
+`ember_remainder` and `ember_floordiv`, unless both operands are known non-negative.
 """
 
 from __future__ import annotations
@@ -11,7 +15,31 @@ import sympy
 from ember.inductor.codegen.cpp.printer import PythonIndexPrinter
 
 
+def _nonnegative(*exprs: sympy.Expr) -> bool:
+    return all(expr.is_nonnegative for expr in exprs)
+
+
 class TritonIndexPrinter(PythonIndexPrinter):
+    def _print_Mod(self, expr: sympy.Mod) -> str:
+        base, modulus = expr.args
+        if _nonnegative(base, modulus):
+            return super()._print_Mod(expr)
+        return f"ember_remainder({self._print(base)}, {self._print(modulus)})"
+
+    def _print_floor(self, expr: sympy.floor) -> str:
+        numerator, denominator = expr.args[0].as_numer_denom()
+        if _nonnegative(numerator, denominator):
+            return super()._print_floor(expr)
+        return f"ember_floordiv({self._print(numerator)}, {self._print(denominator)})"
+
+    def _print_ceiling(self, expr: sympy.ceiling) -> str:
+        # Python's spelling -(-n // d) truncates towards zero in Triton: ceiling(5/2) read 2
+        numerator, denominator = expr.args[0].as_numer_denom()
+        n, d = self._print(numerator), self._print(denominator)
+        if _nonnegative(numerator, denominator):
+            return f"((({n}) + ({d}) - 1) // ({d}))"
+        return f"(-ember_floordiv(-({n}), {d}))"
+
     def _print_Max(self, expr: sympy.Max) -> str:
         result = self._print(expr.args[0])
         for arg in expr.args[1:]:
