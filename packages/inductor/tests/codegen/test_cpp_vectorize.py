@@ -8,6 +8,7 @@ NaN-propagating max.
 
 from __future__ import annotations
 
+import math
 import platform
 import shutil
 import subprocess
@@ -298,6 +299,38 @@ def test_a_row_softmax_calls_exp_in_one_loop(tmp_path: Path) -> None:
     x = torch.randn(8, 1024)  # rows long enough that GCC keeps each loop a loop (not unrolled)
     compiled = _compiled(lambda t: torch.softmax(t, dim=-1), x)
     assert _calls(compiled.module, tmp_path, "exp") == 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or shutil.which("objdump") is None,
+    reason="reads x86-64 machine code with objdump",
+)
+@needs_compiler
+def test_a_masked_softmax_calls_no_libm_exp(tmp_path: Path) -> None:
+    # libmvec's expf runs a scalar call per lane for -inf (half of a causal mask's lanes):
+    # TinyDecoder's softmax at 16x256 tokens spent 13 of its 15 ms there; ember_exp has no
+    # slow path
+    scores = torch.randn(8, 64, 64, generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(64, 64, dtype=torch.bool).tril()
+    compiled = compile_graph(prims.trace(_masked_softmax, scores, mask), (scores, mask))
+    torch.testing.assert_close(compiled(scores, mask), _masked_softmax(scores, mask))
+    module = compiled.module  # type: ignore[attr-defined]
+    assert _calls(module, tmp_path, "v_expf") + _calls(module, tmp_path, "expf@") == 0
+    assert _calls(module, tmp_path, "ember_exp") >= 1
+
+
+def test_float_exp_equals_eager_on_special_and_saturating_inputs() -> None:
+    special = [float("-inf"), float("inf"), float("nan"), 0.0, -0.0, 1e-30, -1e-30, 1e-45]
+    special += [-87.3, -87.4, -88.0, -100.0, -103.9, -103.98, -104.0, -104.1, -200.0]
+    special += [88.0, 88.7, 88.72, 88.8, 104.0, 104.1, 1e30, -1e30, 0.5 * math.log(2)]
+    sweep = torch.linspace(-110.0, 100.0, 40001)  # every range the polynomial and scaling meet
+    x = torch.cat([torch.tensor(special), sweep, torch.randn(4096) * 10])
+    for fn in (torch.exp, lambda t: torch.exp(t - t.amax()), torch.sigmoid):
+        compiled = compile_graph(prims.trace(fn, x), (x,))
+        torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+    wide = x.double()
+    compiled = compile_graph(prims.trace(torch.exp, wide), (wide,))
+    torch.testing.assert_close(compiled(wide), torch.exp(wide), equal_nan=True)
 
 
 REUSED: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {

@@ -9,6 +9,7 @@ from importlib import metadata
 from ember.inductor.codegen.backend import CHANNELS_LAST_CONVOLUTIONS, KernelSource
 from ember.inductor.codegen.cpp import probe_cache
 from ember.inductor.codegen.cpp.compiler import FLAGS, compile_shared_library, compiler_version
+from ember.inductor.codegen.cpp.exponential import EXP_PRELUDE
 from ember.inductor.codegen.cpp.kernel import CppKernel
 from ember.inductor.codegen.cpp.ops import CPP_TYPES, PRELUDE
 from ember.inductor.codegen.cpp.tiling import TRANSPOSE_PRELUDE
@@ -31,6 +32,8 @@ class CppBackend:
 
     def module(self, kernels: Sequence[KernelSource]) -> str:
         prelude = [PRELUDE.strip()]
+        if any("ember_exp(" in k.source for k in kernels):
+            prelude.append(EXP_PRELUDE.strip())
         if any("ember_transpose_tile(" in k.source for k in kernels):
             prelude.append(TRANSPOSE_PRELUDE.strip())  # <immintrin.h> costs ~0.4 s a build
         return "\n\n".join([*prelude, *(k.source for k in kernels)]) + "\n"

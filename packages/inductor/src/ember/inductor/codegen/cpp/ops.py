@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import torch
 
+from ember.inductor.codegen.cpp.exponential import exp
+
 CPP_TYPES: dict[torch.dtype, str] = {
     torch.float32: "float",
     torch.float64: "double",
@@ -158,7 +160,7 @@ OPS: dict[str, Emit] = {
     "neg": lambda a, t: f"(-{a[0]})",
     "sign": lambda a, t: f"ember_sign<{t}>({a[0]})",
     "signbit": _call("std::signbit"),
-    "exp": _call("std::exp"),
+    "exp": exp,
     "exp2": _call("std::exp2"),
     "expm1": _call("std::expm1"),
     "log": _call("std::log"),
