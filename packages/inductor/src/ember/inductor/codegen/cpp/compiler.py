@@ -21,6 +21,11 @@ FLAGS = (
     # errno and FP traps are never observed by torch's semantics; without them GCC can
     # vectorize sqrt and if-convert masked loads
     "-fno-math-errno", "-fno-trapping-math",
+    # no sinking of a value into the branch of the select that reads it: GCC 12 sank the call
+    # of a `where(mask, 0, exp(x) / s)`'s `ember_exp` into a conditional block and then
+    # could not if-convert the loop ("control flow in loop"), so BERT's attention-probability
+    # kernels (softmax backward, dropout) ran scalar; the kernels' loops are meant for SIMD
+    "-fno-tree-sink",
 )  # fmt: skip
 # glibc declares the SIMD variants of expf, erff, tanhf, ... (libmvec) only when this macro
 # is set; defining it changes no arithmetic (that is -ffast-math, which is not used). Used

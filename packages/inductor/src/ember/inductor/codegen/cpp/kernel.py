@@ -352,7 +352,7 @@ class CppKernel(ValueScopes):
             self.line(header + " {")
             self.depth += 1
         with self.block(headers[-1] if headers else ""):
-            names: dict[int, str] = {}
+            names = self._saved_rows(member)
             value = self.value(member.body, names)
             self._save_rows(member, names)
             if arg:
@@ -392,7 +392,7 @@ class CppKernel(ValueScopes):
             with self.block(
                 f"for (int64_t {variable} = {chunk}; {variable} < {end}; ++{variable})"
             ):
-                names: dict[int, str] = {}
+                names = self._saved_rows(member)
                 value = self.value(member.body, names)
                 self._save_rows(member, names)
                 self.line(f"{part} = {part} + {value};")
@@ -426,17 +426,19 @@ class CppKernel(ValueScopes):
         return accumulator
 
     def _save_rows(self, member: Member, names: dict[int, str]) -> None:
-        """In a reduction loop: store the values later loops read back (`self.shared`)."""
-        saved = set()
+        """In a reduction loop: store the values later loops read back (`self.shared`), but
+        for rows an earlier reduction loop already wrote (this one read them)."""
+        saved: set[str] = set()
         for node in subtrees(member.body):
             row = self.shared.get(structure(node)) if self.shared else None
-            if row is not None and row not in saved and id(node) in names:
+            if row is not None and row not in saved | self.saved and id(node) in names:
                 self.line(f"{row}[{index_var('r', 0)}] = {names[id(node)]};")
                 saved.add(row)
         self.saved |= saved
 
     def _saved_rows(self, member: Member) -> dict[int, str]:
-        """In an inner loop: the body values to read from the rows a reduction saved."""
+        """In an inner loop or a later sum: the body values to read from the rows an
+        earlier reduction loop saved."""
         names: dict[int, str] = {}
         if self.shared:
             for node in subtrees(member.body):

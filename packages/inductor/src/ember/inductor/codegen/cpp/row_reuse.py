@@ -2,11 +2,13 @@
 
 A softmax's sum loop computes `exp(x - max)` for every element of the row, and its output
 loop computes the same `exp(x - max)` again to divide it by the sum: half its exponentials
-are repeats. When a reduction's body and a later inner loop's body of the same kernel share
-a subtree holding a transcendental op, the reduction loop saves the subtree's values in a
-row-long scratch array on the thread's stack (as long as the longest row a symbolic size
-allows) and the later loop reads them back. The values
-are the very ones computed once, so results are unchanged.
+are repeats. When a sum's body and a later inner loop's or later sum's body of the same
+kernel share a subtree holding a transcendental op or a random draw, the first sum's loop
+saves the subtree's values in a row-long scratch array on the thread's stack (as long as the
+longest row a symbolic size allows) and the later loops read them back: a layer norm after
+dropout and a residual add (BERT's) drew each dropout number three times, for the mean, the
+variance and the output. The values are the very ones computed once, so results are
+unchanged.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from ember.inductor.ir.body import BodyValue
 from ember.inductor.ir.indexing import largest
 from ember.inductor.scheduler.fusion import Kernel
 
-# Ops worth a store and a load to skip (vector math library calls, not one instruction).
+# Ops worth a store and a load to skip (vector math library calls, Philox's ten rounds).
 EXPENSIVE = frozenset(
     {
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "erf", "erfc",
-        "sin", "cos", "tan", "sinh", "cosh", "atan", "pow",
+        "sin", "cos", "tan", "sinh", "cosh", "atan", "pow", "random",
     }
 )  # fmt: skip
 # Longest row kept in scratch: 64 KiB of float32 per thread on the stack.
@@ -72,8 +74,8 @@ def shared_rows(
     kernel: Kernel, ranges: Mapping[str, tuple[int, int | None]]
 ) -> dict[Structure, str]:
     """Subtrees (by `structure`) a sum reduction over one row (of at most `MAX_ROW` values,
-    a symbolic row by its symbols' `ranges`) computes and a later inner loop of the kernel
-    recomputes, each with the name of its scratch array."""
+    a symbolic row by its symbols' `ranges`) computes and a later inner loop or sum of the
+    kernel recomputes, each with the name of its scratch array."""
     if not kernel.outer or len(kernel.inner) != 1:
         return {}
     if row_capacity(kernel.inner[0], ranges) is None:
@@ -86,7 +88,8 @@ def shared_rows(
         written = {m.node.storage for m in members[position:]}
         later: set[Structure] = set()
         for other in members[position + 1 :]:
-            if other.level == "inner" and not other.store_mode:
+            a_sum = other.level == "reduction" and other.node.reduction_type == "sum"
+            if (other.level == "inner" or a_sum) and not other.store_mode:
                 later.update(structure(n) for n in subtrees(other.body))
         # the largest shared subtrees: a parent taken first hides its children
         candidates = [member.body]
