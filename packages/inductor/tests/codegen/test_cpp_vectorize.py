@@ -319,6 +319,71 @@ def test_a_masked_softmax_calls_no_libm_exp(tmp_path: Path) -> None:
     assert _calls(module, tmp_path, "ember_exp") >= 1
 
 
+def _callees(module: str, directory: Path) -> list[str]:
+    """The functions the built library's call instructions reach, one entry a call site."""
+    library = directory / "module.so"
+    library.write_bytes(compile_shared_library(module))
+    listing = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", str(library)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [
+        line.rsplit("<", 1)[-1].rstrip(">")
+        for line in listing.splitlines()
+        if "\tcall" in line and "<" in line
+    ]
+
+
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or shutil.which("objdump") is None,
+    reason="reads x86-64 machine code with objdump",
+)
+@needs_compiler
+def test_a_masked_softmax_over_short_rows_runs_exp_on_vectors(tmp_path: Path) -> None:
+    # a row loop that loads the mask's bytes took 64 lanes, more than a row of 16 holds: GCC
+    # unrolled it into 16 scalar ember_exp calls (4x16 tokens: 58 us a call, 25 us widened)
+    scores = torch.randn(4, 16, 16, generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(16, 16, dtype=torch.bool).tril()
+    compiled = compile_graph(prims.trace(_masked_softmax, scores, mask), (scores, mask))
+    torch.testing.assert_close(compiled(scores, mask), _masked_softmax(scores, mask))
+    callees = _callees(compiled.module, tmp_path)  # type: ignore[attr-defined]
+    assert not [c for c in callees if "ember_exp" in c and not c.startswith("_ZGV")], callees
+    assert [c for c in callees if "ember_exp" in c], callees
+
+
+@pytest.mark.parametrize("width", [3, 16, 37, 64, 300])
+def test_masked_softmax_over_widened_byte_rows_equals_eager(width: int) -> None:
+    scores = torch.randn(2, 3, width, width, generator=torch.Generator().manual_seed(width))
+    mask = torch.ones(width, width, dtype=torch.bool).tril()
+    mask[1] = False  # every position masked: NaN in eager
+    uint8_mask = (torch.rand(width, width, generator=torch.Generator().manual_seed(1)) > 0.5).to(
+        torch.uint8
+    )
+
+    def by_bytes(t: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        # a uint8 row read by a sum, and by the output loop
+        return t * m + (t * m).sum(-1, keepdim=True)
+
+    for fn, second in ((_masked_softmax, mask), (by_bytes, uint8_mask)):
+        compiled = compile_graph(prims.trace(fn, scores, second), (scores, second))
+        torch.testing.assert_close(compiled(scores, second), fn(scores, second), equal_nan=True)
+
+
+def test_masked_softmax_over_symbolic_rows_equals_eager() -> None:
+    import ember
+
+    compiled = ember.compile(_masked_softmax, dynamic=True)
+    for width in (5, 16, 40):
+        scores = torch.randn(3, width, width, generator=torch.Generator().manual_seed(width))
+        mask = torch.ones(width, width, dtype=torch.bool).tril()
+        mask[2] = False
+        torch.testing.assert_close(
+            compiled(scores, mask), _masked_softmax(scores, mask), equal_nan=True
+        )
+
+
 def test_float_exp_equals_eager_on_special_and_saturating_inputs() -> None:
     special = [float("-inf"), float("inf"), float("nan"), 0.0, -0.0, 1e-30, -1e-30, 1e-45]
     special += [-87.3, -87.4, -88.0, -100.0, -103.9, -103.98, -104.0, -104.1, -200.0]

@@ -13,6 +13,7 @@ import sympy
 import torch
 
 from ember.inductor.codegen.backend import KernelArgument, KernelSource
+from ember.inductor.codegen.cpp.byte_rows import widen_byte_rows
 from ember.inductor.codegen.cpp.ops import (
     CPP_TYPES,
     OPERAND_DTYPE_OPS,
@@ -224,6 +225,8 @@ class CppKernel(ValueScopes):
             for key, row in self.shared.items():
                 capacity = row_capacity(kernel.inner[0], self.program.size_ranges)
                 self.line(f"{CPP_TYPES[key[-1]]} {row}[{capacity}L];")  # type: ignore[index]
+            if parallel_outer and tile is None:
+                widen_byte_rows(self)
             self._members(parallel_outer)
         for _ in range(loops_open):
             self.depth -= 1
