@@ -10,6 +10,7 @@ from ember.inductor.codegen.backend import CHANNELS_LAST_CONVOLUTIONS, KernelSou
 from ember.inductor.codegen.cpp import probe_cache
 from ember.inductor.codegen.cpp.compiler import FLAGS, compile_shared_library, compiler_version
 from ember.inductor.codegen.cpp.exponential import EXP_PRELUDE
+from ember.inductor.codegen.cpp.half_precision import HALF_PRELUDE, HALF_TYPES, uses_half_precision
 from ember.inductor.codegen.cpp.kernel import CppKernel
 from ember.inductor.codegen.cpp.ops import CPP_TYPES, PRELUDE
 from ember.inductor.codegen.cpp.tiling import TRANSPOSE_PRELUDE
@@ -25,6 +26,7 @@ class CppBackend:
     # Hugging Face's ResNet and ConvNeXt 1.1-1.6x a step channels-last (docs/perf/cpu-kernels.md)
     capabilities = frozenset({"cpu", CHANNELS_LAST_CONVOLUTIONS})
     dtypes = frozenset(CPP_TYPES)
+    atomic_dtypes = dtypes - HALF_TYPES  # no `omp atomic` on 16-bit storages' bits
     kernel_prefix = "cpp"
 
     def generate(self, kernel: Kernel, program: Program) -> KernelSource:
@@ -32,6 +34,8 @@ class CppBackend:
 
     def module(self, kernels: Sequence[KernelSource]) -> str:
         prelude = [PRELUDE.strip()]
+        if any(uses_half_precision(k.source) for k in kernels):
+            prelude.append(HALF_PRELUDE.strip())
         if any("ember_exp(" in k.source for k in kernels):
             prelude.append(EXP_PRELUDE.strip())
         if any("ember_transpose_tile(" in k.source for k in kernels):

@@ -14,6 +14,13 @@ import torch
 
 from ember.inductor.codegen.backend import KernelArgument, KernelSource
 from ember.inductor.codegen.cpp.byte_rows import widen_byte_rows
+from ember.inductor.codegen.cpp.half_precision import (
+    HALF_TYPES,
+    STORAGE_TYPE,
+    narrow,
+    round_to,
+    widen,
+)
 from ember.inductor.codegen.cpp.ops import (
     CPP_TYPES,
     OPERAND_DTYPE_OPS,
@@ -134,17 +141,21 @@ class CppKernel(ValueScopes):
             local = self.locals.get(str(storage))
             if local is not None:
                 return local
+            stored = self.program.storages[str(storage)].dtype
             staged = self.staged.get((str(storage), str(index))) if not indirect else None
             if staged is not None:
-                return staged
+                return widen(stored, staged) if stored in HALF_TYPES else staged
             self.storages[str(storage)] = None
             element = f"{storage}[{self.index(index.xreplace(substitution))}]"
+            if stored in HALF_TYPES:  # 16-bit bits, a float in registers
+                return widen(stored, element)
             # bool storages are bytes to the compiler (see `_pointee`)
             return f"({element} != 0)" if node.dtype == torch.bool else element
         if op == "constant":
             return literal(node.args[0], node.dtype)
         if op == "index_expr":
-            return f"static_cast<{cpp}>({self.index(node.args[0])})"
+            index = f"static_cast<{cpp}>({self.index(node.args[0])})"
+            return round_to(node.dtype, index) if node.dtype in HALF_TYPES else index
         if op == "random":
             seed, offset, kind = node.args
             assert isinstance(seed, BodyValue) and isinstance(offset, sympy.Expr)
@@ -156,6 +167,8 @@ class CppKernel(ValueScopes):
                 # a select: GCC 12 vectorized no loop converting a comparison's bool to a
                 # float beside 64-bit integer math (a dropout mask: `(u < p)` of Philox bits)
                 return f"({self.value(source, names)} ? {cpp}(1) : {cpp}(0))"
+            if node.dtype in HALF_TYPES:  # round as eager's cast does, compute on in float
+                return round_to(node.dtype, f"static_cast<float>({self.value(source, names)})")
             return f"static_cast<{cpp}>({self.value(source, names)})"
         if op == "where":
             c, a, b = (self.value(arg, names) for arg in node.args)  # type: ignore[arg-type]
@@ -279,13 +292,18 @@ class CppKernel(ValueScopes):
         `uint8_t` (torch keeps a bool as one byte, 0 or 1): GCC 12 vectorizes no loop that
         loads through a `bool*` ("no vectype"), so a masked softmax's row loops ran scalar."""
         dtype = self.program.storages[storage].dtype
+        if dtype in HALF_TYPES:
+            return STORAGE_TYPE
         return "uint8_t" if dtype == torch.bool else CPP_TYPES[dtype]
 
     def _store(self, member: Member, value: str, names: dict[int, str]) -> None:
         storage = member.node.storage
         cpp = CPP_TYPES[member.node.dtype]
+        half = member.node.dtype if member.node.dtype in HALF_TYPES else None
         if storage in self.kernel.local_buffers:
             local = f"{storage}_v"
+            if half is not None and not _rounded_to(member, half):
+                value = round_to(half, value)
             self.line(f"{cpp} {local} = {value};")
             self.locals[storage] = local
             return
@@ -296,6 +314,11 @@ class CppKernel(ValueScopes):
             self.line(f"int64_t {variable} = {self.value(chosen, names)};")
             substitution[symbol] = sympy.Symbol(variable, integer=True)
         target = f"{storage}[{self.index(member.store_index.xreplace(substitution))}]"
+        if half is not None:
+            # a value just rounded to this type narrows from the float it rounded: same bits
+            source = member.body.args[0] if _rounded_to(member, half) else None
+            unrounded = names.get(id(source)) if isinstance(source, BodyValue) else None
+            value = narrow(half, unrounded or value)
         if member.store_mode == "atomic_add":
             self.line("#pragma omp atomic")
             self.line(f"{target} += {value};")
@@ -335,7 +358,9 @@ class CppKernel(ValueScopes):
             result = self._row_extremum(member, reduction_type, accumulator)
             self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({result})", {})
             return
-        widened = accumulator_type != value_dtype and value_dtype == torch.float32
+        widened = accumulator_type != value_dtype and (
+            value_dtype == torch.float32 or value_dtype in HALF_TYPES
+        )
         if reduction_type == "sum" and widened and not parallel and headers:
             # over one or several loops (a batch norm's sums over N, H, W): lanes along the last
             for header in headers[:-1]:
@@ -470,3 +495,10 @@ class CppKernel(ValueScopes):
         for _ in headers[:-1]:
             self.depth -= 1
             self.line("}")
+
+
+def _rounded_to(member: Member, dtype: torch.dtype) -> bool:
+    """Whether the value `member` stores is an explicit cast to the 16-bit `dtype` (already
+    rounded); a reduction stores its result, not its body."""
+    body = member.body
+    return member.level != "reduction" and body.op == "to_dtype" and body.dtype == dtype

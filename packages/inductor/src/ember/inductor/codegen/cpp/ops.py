@@ -14,9 +14,14 @@ from collections.abc import Callable
 import torch
 
 from ember.inductor.codegen.cpp.exponential import exp
+from ember.inductor.codegen.cpp.half_precision import HALF_TYPES
 
+# The C++ type each dtype computes in: bfloat16 and float16 values are `float` in registers
+# (their storages are 16-bit: half_precision.py).
 CPP_TYPES: dict[torch.dtype, str] = {
     torch.float32: "float",
+    torch.bfloat16: "float",
+    torch.float16: "float",
     torch.float64: "double",
     torch.int64: "int64_t",
     torch.int32: "int32_t",
@@ -255,8 +260,8 @@ def accumulator_dtype(reduction_type: str, dtype: torch.dtype) -> torch.dtype:
     double: a float accumulator adding one value at a time loses ~n ulps over n values
     (GhostNet's batch-norm means over 2x112x112 values came out 10x less accurate than
     eager's cascade sum, and a ReLU mask read by the backward flipped), a double one rounds
-    once at the end."""
-    if reduction_type == "sum" and dtype == torch.float32:
+    once at the end. A bfloat16 or float16 sum accumulates as a float32 one."""
+    if reduction_type == "sum" and (dtype == torch.float32 or dtype in HALF_TYPES):
         return torch.float64
     return dtype
 
