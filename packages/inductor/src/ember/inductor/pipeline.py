@@ -25,7 +25,12 @@ from typing import Any
 
 import torch
 
-from ember.inductor.codegen.backend import CHANNELS_LAST_CONVOLUTIONS, CodegenBackend, KernelSource
+from ember.inductor.codegen.backend import (
+    CHANNELS_LAST_CONVOLUTIONS,
+    ONE_REDUCTION_DIRECTION,
+    CodegenBackend,
+    KernelSource,
+)
 from ember.inductor.codegen.bounds import check_bounds
 from ember.inductor.codegen.cpp.backend import CppBackend
 from ember.inductor.codegen.kernel_names import distinct, name_by_content
@@ -191,9 +196,7 @@ def generate(
         getattr(backend, "split_reductions", False),
     )
     program.size_ranges = _size_ranges(graph)
-    scheduled: list[ScheduledNode] = timed(
-        "schedule", _schedule, program, config, backend.kernel_prefix
-    )
+    scheduled: list[ScheduledNode] = timed("schedule", _schedule, program, config, backend)
     if config.gemm_templates and "gemm_templates" in backend.capabilities:
         scheduled = timed("gemm_templates", use_gemm_templates, program, scheduled)
     if config.check_bounds:
@@ -364,14 +367,18 @@ def _output_specs(graph: Graph) -> list[TensorSpec | None]:
     return specs
 
 
-def _schedule(program: Program, config: InductorConfig, prefix: str) -> list[ScheduledNode]:
+def _schedule(
+    program: Program, config: InductorConfig, backend: CodegenBackend
+) -> list[ScheduledNode]:
+    prefix = backend.kernel_prefix
+    one_direction = ONE_REDUCTION_DIRECTION in backend.capabilities
     if config.fusion:
-        return schedule(program, prefix)
+        return schedule(program, prefix, one_reduction_direction=one_direction)
     # one kernel per loop node: schedule each node as a program of its own
     scheduled: list[ScheduledNode] = []
     for node in program.nodes:
         single = Program(program.storages, program.input_storages, [node], program.outputs)
-        for item in schedule(single, prefix):
+        for item in schedule(single, prefix, one_reduction_direction=one_direction):
             if isinstance(item, Kernel):
                 item.name = f"{item.name}_{len(scheduled)}"
                 item.local_buffers.clear()

@@ -46,6 +46,12 @@ class KernelSource:
 # faster on channels-last activations than on NCHW ones (cuDNN's and oneDNN's NHWC kernels),
 # so inductor's `layout_optimization="auto"` restrides convolution-heavy graphs for it.
 CHANNELS_LAST_CONVOLUTIONS = "channels_last_convolutions"
+# A capability: a kernel's loops are vectorized in one direction, so a reduction reading its
+# input along the kernel's outer loop (a column sum: a layer norm's weight gradient) does not
+# join a kernel whose reductions read along their rows, or the other way round. Fused by
+# coincidence of sizes (BERT's 128 tokens x 128 features), the column sums ran as strided
+# scalar loops inside the row kernel; alone, the C++ generator's column blocks read rows.
+ONE_REDUCTION_DIRECTION = "one_reduction_direction"
 
 
 class CodegenBackend(Protocol):

@@ -7,7 +7,9 @@ buffer it shares with the kernel's nodes is read and written at the same index (
 iteration reads what another thread writes). A pointwise node that fits no earlier kernel
 where it stands may pull down an earlier pointwise kernel that reads the same buffers, with
 the matmuls that read that kernel's results moved after it. A node that accumulates atomically into a storage (scatter_add) shares a kernel
-with no node that reads or writes that storage.
+with no node that reads or writes that storage. For a backend that vectorizes a kernel in one
+direction (`one_reduction_direction`), a reduction that reads along the outer loop (a column
+sum) and one that reads along its own rows never share a kernel.
 Buffers written and read only inside one kernel at one loop level stay in registers: they
 are never allocated.
 """
@@ -69,14 +71,19 @@ ScheduledNode = Kernel | ExternNode
 LOOKBACK = 8
 
 
-def schedule(program: Program, prefix: str = "cpp") -> list[ScheduledNode]:
+def schedule(
+    program: Program, prefix: str = "cpp", one_reduction_direction: bool = False
+) -> list[ScheduledNode]:
     """The program's nodes grouped into kernels and extern calls, in an order that keeps
-    every read after the write it depends on; kernels are named `<prefix>_fused_<ops>_<n>`."""
+    every read after the write it depends on; kernels are named `<prefix>_fused_<ops>_<n>`.
+    `one_reduction_direction`: row and column reductions go to separate kernels."""
     scheduled: list[ScheduledNode] = []
     for node in program.nodes:
         if isinstance(node, ExternNode):
             scheduled.append(node)
-        elif not _join_earlier(scheduled, node) and not _join_deferred(scheduled, node):
+        elif not _join_earlier(scheduled, node, one_reduction_direction) and not _join_deferred(
+            scheduled, node
+        ):
             scheduled.append(_new_kernel(node, len(scheduled)))
     _find_local_buffers(program, scheduled)
     for item in scheduled:
@@ -86,12 +93,12 @@ def schedule(program: Program, prefix: str = "cpp") -> list[ScheduledNode]:
     return scheduled
 
 
-def _join_earlier(scheduled: list[ScheduledNode], node: LoopNode) -> bool:
+def _join_earlier(scheduled: list[ScheduledNode], node: LoopNode, one_direction: bool) -> bool:
     """Join the latest kernel `node` fits, looking back past items it does not depend on
     (and that do not touch what it writes), at most `LOOKBACK` items."""
     reads, writes = node.reads(), node.writes()
     for item in reversed(scheduled[-LOOKBACK:]):
-        if isinstance(item, Kernel) and _try_join(item, node):
+        if isinstance(item, Kernel) and _try_join(item, node, one_direction):
             return True
         item_reads, item_writes = _touches(item)
         if item_writes & (reads | writes) or item_reads & writes:
@@ -275,9 +282,11 @@ def _fit(kernel: Kernel, node: LoopNode) -> Member | None:
     return None
 
 
-def _try_join(kernel: Kernel, node: LoopNode) -> bool:
+def _try_join(kernel: Kernel, node: LoopNode, one_direction: bool = False) -> bool:
     member = _fit(kernel, node)
     if member is None or not _safe(kernel, member):
+        return False
+    if one_direction and _mixes_directions(kernel, member):
         return False
     if member.level == "inner":
         last = kernel.members[-1]
@@ -312,6 +321,41 @@ def _safe(kernel: Kernel, member: Member) -> bool:
         ):
             return False
     return True
+
+
+def _mixes_directions(kernel: Kernel, member: Member) -> bool:
+    """Whether `member` would put a column reduction beside a row reduction or an inner
+    loop (which runs along the rows) in `kernel`."""
+    if not kernel.inner or member.level == "outer":
+        return False
+    reductions = [m for m in kernel.members if m.level == "reduction"]
+    directions = {_reads_along(kernel, m) for m in reductions}
+    if member.level == "inner":
+        return "column" in directions
+    new = _reads_along(kernel, member)
+    if new == "column":
+        return "row" in directions or any(m.level == "inner" for m in kernel.members)
+    return new == "row" and "column" in directions
+
+
+def _reads_along(kernel: Kernel, member: Member) -> str | None:
+    """How a reduction member of `kernel` reads the loads that move along both its last
+    outer loop and its innermost reduction loop (a matrix, not a per-row or per-column
+    vector): "row" when one is contiguous along the reduction, "column" when one is
+    contiguous along the outer loop (`x[r0, x0]`), else None."""
+    last_inner = index_var("r", len(kernel.inner) - 1)
+    last_outer = index_var("x", len(kernel.outer) - 1)
+    strides = [
+        (sympy.diff(load.args[1], last_inner), sympy.diff(load.args[1], last_outer))
+        for load in member.loads()
+        if not load.args[2] and isinstance(load.args[1], sympy.Expr)
+    ]
+    matrices = [(inner, outer) for inner, outer in strides if inner != 0 and outer != 0]
+    if any(inner == 1 for inner, _ in matrices):
+        return "row"
+    if any(outer == 1 for _, outer in matrices):
+        return "column"
+    return None
 
 
 def _storages(member: Member) -> set[str]:

@@ -6,7 +6,11 @@ import ctypes
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
-from ember.inductor.codegen.backend import CHANNELS_LAST_CONVOLUTIONS, KernelSource
+from ember.inductor.codegen.backend import (
+    CHANNELS_LAST_CONVOLUTIONS,
+    ONE_REDUCTION_DIRECTION,
+    KernelSource,
+)
 from ember.inductor.codegen.cpp import probe_cache
 from ember.inductor.codegen.cpp.compiler import FLAGS, compile_shared_library, compiler_version
 from ember.inductor.codegen.cpp.exponential import EXP_PRELUDE
@@ -24,7 +28,8 @@ class CppBackend:
 
     # torch's CPU convolutions (oneDNN) run NHWC faster than NCHW, as cuDNN's do: small_cnn,
     # Hugging Face's ResNet and ConvNeXt 1.1-1.6x a step channels-last (docs/perf/cpu-kernels.md)
-    capabilities = frozenset({"cpu", CHANNELS_LAST_CONVOLUTIONS})
+    # and its kernels vectorize along rows or, for reductions read a row apart, across them
+    capabilities = frozenset({"cpu", CHANNELS_LAST_CONVOLUTIONS, ONE_REDUCTION_DIRECTION})
     dtypes = frozenset(CPP_TYPES)
     atomic_dtypes = dtypes - HALF_TYPES  # no `omp atomic` on 16-bit storages' bits
     kernel_prefix = "cpp"

@@ -35,8 +35,9 @@ LANE_REDUCTIONS = frozenset({"sum", "max", "min"})
 
 def outer_lanes(cpp: CppKernel) -> int | None:
     """The block width if the kernel's reductions read contiguously along its last outer loop
-    and not along its innermost reduction loop (and hold nothing the lanes cannot: inner
-    loops, indirect or atomic stores, arg-reductions); None to keep the scalar layout."""
+    and no matrix contiguously along its innermost reduction loop (and hold nothing the lanes
+    cannot: inner loops, indirect or atomic stores, arg-reductions); None to keep the scalar
+    layout."""
     kernel = cpp.kernel
     if not kernel.outer or not kernel.inner:
         return None
@@ -56,8 +57,10 @@ def outer_lanes(cpp: CppKernel) -> int | None:
             if str(storage) in kernel.local_buffers:
                 continue
             assert isinstance(index, sympy.Expr)
-            if sympy.diff(index, innermost) == 1:
+            if sympy.diff(index, innermost) == 1 and sympy.diff(index, last) != 0:
                 return None  # contiguous along the reduction: the row layout vectorizes it
+            # (a vector indexed by the reduction alone, a layer norm's per-token mean in its
+            # weight gradient, is one value for every lane)
             if member.level == "reduction" and sympy.diff(index, last) == 1:
                 along_outer = True
     if not along_outer:
