@@ -224,3 +224,18 @@ def test_linear_gelu_linear_under_bf16_autocast_fuses(caplog: pytest.LogCaptureF
     torch.testing.assert_close(ours, eager, rtol=TOLERANCE[torch.bfloat16], atol=1e-2)
     # the weight casts and the GELU are C++ kernels: no prim fell back to its eager kernel
     assert not [r.getMessage() for r in caplog.records if "falls back" in r.getMessage()]
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_a_sum_kept_in_registers_is_rounded_as_stored(dim: int) -> None:
+    # a 16-bit sum that a later op of the same kernel reads is never written, but eager
+    # stores (rounds) it before multiplying: integer values sum exactly in float, so the
+    # results are equal bit for bit (column sums run in outer_lanes.py's blocks)
+    x = torch.randint(-64, 65, (1024, 64), generator=torch.Generator().manual_seed(0))
+    x = x.to(torch.bfloat16) if dim == 0 else x.t().contiguous().to(torch.bfloat16)
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        return t.sum(dim) * 1.5
+
+    ours = compile_graph(prims.trace(fn, x), (x,))(x)
+    torch.testing.assert_close(ours, fn(x), rtol=0, atol=0)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 
+from ember.inductor.codegen.cpp.half_precision import HALF_TYPES, round_to
 from ember.inductor.codegen.cpp.ops import CPP_TYPES, accumulator_dtype, literal, reduction_init
 from ember.inductor.codegen.cpp.parallel_regions import thread_clause
 from ember.inductor.ir.indexing import Expr, index_var
@@ -171,7 +172,9 @@ def _lane_store(
     cpp.line("#pragma omp simd")
     with cpp.block(lane_loop):
         if local:
-            cpp.line(f"{storage}_v[{lane}] = {value()};")
+            dtype = member.node.dtype  # a 16-bit buffer holds what eager would have stored
+            stored = round_to(dtype, value()) if dtype in HALF_TYPES else value()
+            cpp.line(f"{storage}_v[{lane}] = {stored};")
         else:
             cpp._store(member, value(), {})
     if local:
