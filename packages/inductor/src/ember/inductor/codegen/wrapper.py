@@ -21,6 +21,7 @@ import torch
 
 from ember.inductor.codegen.backend import CodegenBackend, KernelSource
 from ember.inductor.codegen.cpp.printer import python_index
+from ember.inductor.ir.indexing import same
 from ember.inductor.ir.program import ExternNode, Program, Storage, TensorArg
 from ember.inductor.ir.tensors import Layout
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode
@@ -108,7 +109,7 @@ def _allocated_as_viewed(
             offset == 0
             and dtype == own.dtype
             and (size, stride) != (own.size, own.stride)
-            and _span(size, stride) == _span(own.size, own.stride) is not None
+            and _same_span((size, stride), (own.size, own.stride))
         ):
             storages[name] = dataclasses.replace(storages[name], layout=Layout(dtype, size, stride))
     if storages == program.storages:
@@ -136,6 +137,27 @@ def _span(size: Sequence[Any], stride: Sequence[Any]) -> int | None:
     if any(int(n) == 0 for n in size):
         return None
     return 1 + sum((int(n) - 1) * int(st) for n, st in zip(size, stride))
+
+
+def _same_span(
+    a: tuple[Sequence[Any], Sequence[Any]], b: tuple[Sequence[Any], Sequence[Any]]
+) -> bool:
+    """Whether two layouts (sizes, strides) reach the same elements from the same start. Over
+    size symbols the spans are compared as polynomials: a symbolic Graph's (s0, 4, s1, 32)
+    buffer read by `bmm` as (4*s0, s1, 32) was one `as_strided` a call (TinyDecoder at batch
+    4 x 4 tokens: 40 views a call against the static Graph's 19)."""
+    static = _span(*a), _span(*b)
+    if static != (None, None):
+        return static[0] == static[1] is not None
+    if any(same(n, sympy.S.Zero) for n in (*a[0], *b[0])):
+        return False
+
+    def extent(size: Sequence[Any], stride: Sequence[Any]) -> sympy.Expr:
+        return sympy.expand(
+            1 + sum((sympy.sympify(n) - 1) * sympy.sympify(st) for n, st in zip(size, stride))
+        )
+
+    return sympy.expand(extent(*a) - extent(*b)) == 0
 
 
 def _shape(sizes: Sequence[Any]) -> str:
