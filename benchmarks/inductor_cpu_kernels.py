@@ -103,6 +103,22 @@ def _batch(fn: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - started) / calls
 
 
+def _check(
+    case: Case, inputs: tuple[torch.Tensor, ...], ours: torch.Tensor, eager: torch.Tensor
+) -> None:
+    """ember's result equals eager's, or, where two float32 results differ by rounding (a
+    long row sum: 1.9e-5 apart), is no further from a float64 evaluation than twice eager's."""
+    try:
+        torch.testing.assert_close(ours, eager)
+    except AssertionError:
+        wide = [t.double() if t.is_floating_point() else t for t in inputs]
+        exact = case.fn(*wide)
+        ours_error = (ours.double() - exact).abs().max().item()
+        eager_error = (eager.double() - exact).abs().max().item()
+        if ours_error > 2 * eager_error:
+            raise
+
+
 def run_case(case: Case, rounds: int, source: Path | None) -> dict[str, float]:
     """Medians (and, keyed "<name> min", minimums) of seconds per call."""
     import torch._dynamo
@@ -113,8 +129,7 @@ def run_case(case: Case, rounds: int, source: Path | None) -> dict[str, float]:
     eager = case.fn
     peer = torch.compile(case.fn)
     ours = ember.compile(case.fn, backend="inductor")
-    expected = eager(*inputs)
-    torch.testing.assert_close(ours(*inputs), expected)
+    _check(case, inputs, ours(*inputs), eager(*inputs))
     if source is not None:
         _write_source(case, inputs, source)
     runners = {"eager": eager, "torch.compile": peer, "ember": ours}
