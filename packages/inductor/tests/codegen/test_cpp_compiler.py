@@ -9,33 +9,21 @@ flow in loop"): the attention probabilities' kernels of BERT's training step ran
 from __future__ import annotations
 
 import shutil
-import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 import ember.prims as prims
-from ember.inductor.codegen.cpp.compiler import COMPILER, FLAGS, vector_math_flags
+from ember.inductor.codegen.cpp.compiler import COMPILER
 from ember.inductor.pipeline import compile_graph
 
-
-def _vectorized_loop_lines(module: str, directory: Path) -> set[int]:
-    """Source lines of the loops GCC reports vectorized when building `module`."""
-    source = directory / "module.cpp"
-    source.write_text(module)
-    flags = [f for f in (*FLAGS, *vector_math_flags()) if f not in {"-w", "-lmvec"}]
-    report = subprocess.run(
-        [COMPILER, *flags, "-fopt-info-vec-optimized", "-c", str(source), "-o", "/dev/null"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stderr
-    return {
-        int(line.split(":")[1])
-        for line in report.splitlines()
-        if "loop vectorized" in line and line.startswith(str(source))
-    }
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+from cpp_build import (  # noqa: E402
+    vectorized_loop_lines,
+)
 
 
 def _masked_probabilities(scores: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
@@ -57,5 +45,5 @@ def test_a_select_between_zero_and_an_exponential_is_a_vectorized_loop(tmp_path:
     lines = module.splitlines()
     # the kernel's SIMD loop: the `for` after the last `omp simd` pragma of the kernel
     pragma = max(i for i, line in enumerate(lines, start=1) if "#pragma omp simd" in line)
-    vectorized = _vectorized_loop_lines(module, tmp_path)
+    vectorized = vectorized_loop_lines(module, tmp_path)
     assert any(pragma <= line <= pragma + 4 for line in vectorized), (pragma, vectorized)

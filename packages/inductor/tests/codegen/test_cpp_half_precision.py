@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,36 +17,20 @@ from torch import nn
 
 import ember
 import ember.prims as prims
-from ember.inductor.codegen.cpp.compiler import COMPILER, FLAGS, vector_math_flags
+from ember.inductor.codegen.cpp.compiler import COMPILER
 from ember.inductor.pipeline import compile_graph
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+from cpp_build import (  # noqa: E402
+    vectorized_loops,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which(COMPILER) is None, reason="no C++ compiler")
 
 HALF = [torch.bfloat16, torch.float16]
 # one unit in the last place near 1: bf16 keeps 8 significant bits, fp16 11
 TOLERANCE = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
-
-
-def _vectorized_loops(module: str, directory: Path) -> int:
-    """How many loops GCC reports it vectorized when building `module` (its report, as
-    tests/codegen/test_cpp_vectorize.py reads it)."""
-    source = directory / "module.cpp"
-    source.write_text(module)
-    flags = [f for f in (*FLAGS, *vector_math_flags()) if f not in {"-w", "-lmvec"}]
-    result = subprocess.run(
-        [COMPILER, *flags, "-fopt-info-vec-optimized", "-c", str(source), "-o", "/dev/null"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    lines = sorted(
-        {
-            int(line.split(":")[1])
-            for line in result.stderr.splitlines()
-            if "loop vectorized" in line and line.startswith(str(source))
-        }
-    )
-    return sum(1 for i, line in enumerate(lines) if i == 0 or line - lines[i - 1] > 2)
 
 
 def _compiled(
@@ -108,7 +92,7 @@ def test_a_pointwise_chain_rounds_its_float_result_once(
     # eager rounds after every op: within a few 16-bit ulps of that
     tolerance = 2 * TOLERANCE[dtype]
     torch.testing.assert_close(ours, _arithmetic(x, y), rtol=tolerance, atol=tolerance)
-    assert _vectorized_loops(compiled.module, tmp_path) >= 1  # type: ignore[attr-defined]
+    assert vectorized_loops(compiled.module, tmp_path) >= 1  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("dtype", HALF)
@@ -123,7 +107,7 @@ def test_a_transcendental_chain_is_a_vectorized_loop(
     torch.testing.assert_close(ours, float_result, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
     tolerance = 2 * TOLERANCE[dtype]
     torch.testing.assert_close(ours, _transcendental(x, y), rtol=tolerance, atol=tolerance)
-    assert _vectorized_loops(compiled.module, tmp_path) >= 1  # type: ignore[attr-defined]
+    assert vectorized_loops(compiled.module, tmp_path) >= 1  # type: ignore[attr-defined]
 
 
 def test_casts_round_between_ops(caplog: pytest.LogCaptureFixture) -> None:
@@ -160,7 +144,7 @@ def test_softmax_and_layer_norm(
     assert ours.dtype == eager.dtype
     torch.testing.assert_close(ours, eager, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
     # every pass over a row (max, sum, output; mean, variance, output) is a SIMD loop
-    assert _vectorized_loops(compiled.module, tmp_path) >= 2  # type: ignore[attr-defined]
+    assert vectorized_loops(compiled.module, tmp_path) >= 2  # type: ignore[attr-defined]
 
 
 SUMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import platform
 import shutil
-import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,11 +24,17 @@ import torch.nn.functional as F
 import ember.prims as prims
 from ember.inductor.codegen.cpp.compiler import (
     COMPILER,
-    compile_shared_library,
     vector_math_flags,
 )
 from ember.inductor.codegen.cpp.parallel_regions import PARALLEL_THRESHOLD, thread_clause
 from ember.inductor.pipeline import compile_graph
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+from cpp_build import (  # noqa: E402
+    called_functions,
+    disassembly,
+)
 
 needs_libmvec = pytest.mark.skipif(
     shutil.which(COMPILER) is None
@@ -43,19 +49,7 @@ def _vector_calls(module: str, directory: Path) -> set[str]:
     """The vector variants (`_ZGV...`) of math functions the built library calls, from
     libmvec (`_ZGVeN16v_erff`) or its own (`_ZGVeN16v__ZL9ember_expf`): each ends in
     `_<scalar name>`."""
-    library = directory / "module.so"
-    library.write_bytes(compile_shared_library(module))
-    listing = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(library)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    called = {
-        line.rsplit("<", 1)[-1].rstrip(">").split("@")[0]
-        for line in listing.splitlines()
-        if "\tcall" in line and "<" in line
-    }
+    called = {name.split("@")[0] for name in called_functions(disassembly(module, directory))}
     return {name for name in called if name.startswith("_ZGV")}
 
 
@@ -147,14 +141,7 @@ def test_a_dropout_mask_in_a_loop_nest_is_a_vectorized_loop(tmp_path: Path) -> N
     expected = torch.softmax(scores, dim=-1).transpose(1, 2) * 2.0 / 0.9
     kept = y != 0
     torch.testing.assert_close(y[kept], expected[kept])
-    library = tmp_path / "module.so"
-    library.write_bytes(compile_shared_library(compiled.module))
-    listing = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(library)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    listing = disassembly(compiled.module, tmp_path)  # type: ignore[attr-defined]
     # Philox's 32x32->64-bit products: packed when the loop is vectorized, `imul` when not
-    packed = [line for line in listing.splitlines() if "\tvpmuludq" in line or "\tvpmullq" in line]
+    packed = [line for line in listing if "\tvpmuludq" in line or "\tvpmullq" in line]
     assert packed

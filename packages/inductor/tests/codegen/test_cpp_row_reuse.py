@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import platform
 import shutil
-import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,25 +19,23 @@ import torch
 import torch.nn.functional as F
 
 import ember.prims as prims
-from ember.inductor.codegen.cpp.compiler import COMPILER, compile_shared_library
+from ember.inductor.codegen.cpp.compiler import COMPILER
 from ember.inductor.pipeline import compile_graph
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+from cpp_build import (  # noqa: E402
+    called_functions,
+    disassembly,
+)
 
 
 def _call_sites(module: str, directory: Path, callee: str) -> int:
     """Call sites in the built library of functions whose name ends in `callee` (a vector
     variant `_ZGVeN16v_erff` or the scalar `erff`)."""
-    library = directory / "module.so"
-    library.write_bytes(compile_shared_library(module))
-    listing = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(library)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
     return sum(
-        1
-        for line in listing.splitlines()
-        if "\tcall" in line and line.rsplit("<", 1)[-1].split("@")[0].endswith(callee)
+        name.split("@")[0].endswith(callee)
+        for name in called_functions(disassembly(module, directory))
     )
 
 

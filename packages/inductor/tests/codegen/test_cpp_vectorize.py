@@ -9,9 +9,7 @@ NaN-propagating max.
 from __future__ import annotations
 
 import math
-import platform
-import shutil
-import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,38 +17,18 @@ import pytest
 import torch
 
 import ember.prims as prims
-from ember.inductor.codegen.cpp.compiler import (
-    COMPILER,
-    FLAGS,
-    compile_shared_library,
-    vector_math_flags,
-)
 from ember.inductor.pipeline import compile_graph
 
-needs_compiler = pytest.mark.skipif(shutil.which(COMPILER) is None, reason="no C++ compiler")
-
-
-def _vectorized_loops(module: str, directory: Path) -> int:
-    """How many loops GCC reports it vectorized when building `module`."""
-    source = directory / "module.cpp"
-    source.write_text(module)
-    # the build's own flags; `-lmvec` only links, and this compiles without linking
-    flags = [f for f in (*FLAGS, *vector_math_flags()) if f not in {"-w", "-lmvec"}]
-    result = subprocess.run(
-        [COMPILER, *flags, "-fopt-info-vec-optimized", "-c", str(source), "-o", "/dev/null"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    lines = sorted(
-        {
-            int(line.split(":")[1])
-            for line in result.stderr.splitlines()
-            if "loop vectorized" in line and line.startswith(str(source))
-        }
-    )
-    # GCC may report one `omp simd` loop twice, at its pragma and at its body two lines on
-    return sum(1 for i, line in enumerate(lines) if i == 0 or line - lines[i - 1] > 2)
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+from cpp_build import (  # noqa: E402
+    called_functions,
+    disassembly,
+    mnemonics,
+    needs_compiler,
+    needs_objdump,
+    vectorized_loops,
+)
 
 
 def _compiled(fn: Callable[..., torch.Tensor], *inputs: torch.Tensor) -> object:
@@ -63,7 +41,7 @@ def _compiled(fn: Callable[..., torch.Tensor], *inputs: torch.Tensor) -> object:
 def test_a_row_max_is_a_vectorized_loop(tmp_path: Path) -> None:
     x = torch.randn(64, 256)
     compiled = _compiled(lambda t: t.amax(dim=-1), x)
-    assert _vectorized_loops(compiled.module, tmp_path) >= 1  # type: ignore[attr-defined]
+    assert vectorized_loops(compiled.module, tmp_path) >= 1  # type: ignore[attr-defined]
 
 
 @needs_compiler
@@ -71,7 +49,7 @@ def test_every_pass_of_a_row_softmax_is_a_vectorized_loop(tmp_path: Path) -> Non
     # max, sum of exponentials, normalized exponentials: three loops over a row
     x = torch.randn(64, 256)
     compiled = _compiled(lambda t: torch.softmax(t, dim=-1), x)
-    assert _vectorized_loops(compiled.module, tmp_path) >= 3  # type: ignore[attr-defined]
+    assert vectorized_loops(compiled.module, tmp_path) >= 3  # type: ignore[attr-defined]
 
 
 @needs_compiler
@@ -85,7 +63,7 @@ def test_a_float_sum_over_two_dims_is_a_vectorized_loop(tmp_path: Path) -> None:
     got = compiled(x)
     assert isinstance(got, torch.Tensor)
     torch.testing.assert_close(got.double(), x.double().sum(dim=(0, 2)), rtol=1e-5, atol=1e-4)
-    assert _vectorized_loops(compiled.module, tmp_path) >= 1
+    assert vectorized_loops(compiled.module, tmp_path) >= 1
 
 
 def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -104,7 +82,7 @@ def test_every_pass_of_a_masked_softmax_is_a_vectorized_loop(tmp_path: Path) -> 
     torch.testing.assert_close(
         compiled(scores, mask), _masked_softmax(scores, mask), equal_nan=True
     )
-    assert _vectorized_loops(compiled.module, tmp_path) >= 3  # type: ignore[attr-defined]
+    assert vectorized_loops(compiled.module, tmp_path) >= 3  # type: ignore[attr-defined]
 
 
 BOOLEAN: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
@@ -134,7 +112,7 @@ def test_a_bool_result_is_stored_by_a_vectorized_loop(tmp_path: Path) -> None:
     fn = BOOLEAN["compare and mask"]
     compiled = compile_graph(prims.trace(fn, x, mask), (x, mask))
     torch.testing.assert_close(compiled(x, mask), fn(x, mask))
-    assert _vectorized_loops(compiled.module, tmp_path) >= 1  # type: ignore[attr-defined]
+    assert vectorized_loops(compiled.module, tmp_path) >= 1  # type: ignore[attr-defined]
 
 
 EXTREMA: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -166,10 +144,7 @@ def test_integer_row_extrema_equal_eager(dtype: torch.dtype) -> None:
         torch.testing.assert_close(compiled(x), fn(x))
 
 
-@pytest.mark.skipif(
-    platform.machine() != "x86_64" or shutil.which("objdump") is None,
-    reason="reads x86-64 machine code with objdump",
-)
+@needs_objdump
 @needs_compiler
 def test_a_column_sum_adds_packed_doubles(tmp_path: Path) -> None:
     # A sum over dim 0 reads its reduction loop a row apart: GCC reports that loop
@@ -178,42 +153,15 @@ def test_a_column_sum_adds_packed_doubles(tmp_path: Path) -> None:
     # with packed `vaddpd` (checked on the machine code, where the report is not reliable).
     x = torch.randn(64, 256)
     compiled = _compiled(lambda t: t.sum(dim=0), x)
-    library = tmp_path / "module.so"
-    library.write_bytes(compile_shared_library(compiled.module))  # type: ignore[attr-defined]
-    listing = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(library)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    mnemonics = [
-        line.split("\t")[1].split()[0]
-        for line in listing.splitlines()
-        if line.count("\t") >= 1 and ":" in line.split("\t")[0]
-    ]
-    assert "vaddpd" in mnemonics, sorted(set(m for m in mnemonics if "add" in m))
+    used = mnemonics(disassembly(compiled.module, tmp_path))  # type: ignore[attr-defined]
+    assert "vaddpd" in used, sorted(set(m for m in used if "add" in m))
 
 
 def _mnemonics(module: str, directory: Path) -> set[str]:
-    library = directory / "module.so"
-    library.write_bytes(compile_shared_library(module))
-    listing = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(library)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return {
-        line.split("\t")[1].split()[0]
-        for line in listing.splitlines()
-        if line.count("\t") >= 1 and line.split("\t")[1].strip()
-    }
+    return set(mnemonics(disassembly(module, directory)))
 
 
-@pytest.mark.skipif(
-    platform.machine() != "x86_64" or shutil.which("objdump") is None,
-    reason="reads x86-64 machine code with objdump",
-)
+@needs_objdump
 @needs_compiler
 def test_a_row_sum_adds_at_float_width(tmp_path: Path) -> None:
     # converting every float32 value to the double accumulator halved the vector width
@@ -283,23 +231,10 @@ def test_transposed_reads_equal_eager_with_partial_tiles(name: str, size: int) -
 
 def _calls(module: str, directory: Path, callee: str) -> int:
     """How many call sites of functions whose name holds `callee` the built library has."""
-    library = directory / "module.so"
-    library.write_bytes(compile_shared_library(module))
-    listing = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(library)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return sum(
-        1 for line in listing.splitlines() if "\tcall" in line and callee in line.rsplit("<", 1)[-1]
-    )
+    return sum(callee in name for name in called_functions(disassembly(module, directory)))
 
 
-@pytest.mark.skipif(
-    platform.machine() != "x86_64" or shutil.which("objdump") is None,
-    reason="reads x86-64 machine code with objdump",
-)
+@needs_objdump
 @needs_compiler
 def test_a_row_softmax_calls_exp_in_one_loop(tmp_path: Path) -> None:
     # the sum loop keeps its exponentials for the output loop, which used to recompute them
@@ -308,10 +243,7 @@ def test_a_row_softmax_calls_exp_in_one_loop(tmp_path: Path) -> None:
     assert _calls(compiled.module, tmp_path, "exp") == 1  # type: ignore[attr-defined]
 
 
-@pytest.mark.skipif(
-    platform.machine() != "x86_64" or shutil.which("objdump") is None,
-    reason="reads x86-64 machine code with objdump",
-)
+@needs_objdump
 @needs_compiler
 def test_a_masked_softmax_calls_no_libm_exp(tmp_path: Path) -> None:
     # libmvec's expf runs a scalar call per lane for -inf (half of a causal mask's lanes):
@@ -328,25 +260,10 @@ def test_a_masked_softmax_calls_no_libm_exp(tmp_path: Path) -> None:
 
 def _callees(module: str, directory: Path) -> list[str]:
     """The functions the built library's call instructions reach, one entry a call site."""
-    library = directory / "module.so"
-    library.write_bytes(compile_shared_library(module))
-    listing = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(library)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [
-        line.rsplit("<", 1)[-1].rstrip(">")
-        for line in listing.splitlines()
-        if "\tcall" in line and "<" in line
-    ]
+    return called_functions(disassembly(module, directory))
 
 
-@pytest.mark.skipif(
-    platform.machine() != "x86_64" or shutil.which("objdump") is None,
-    reason="reads x86-64 machine code with objdump",
-)
+@needs_objdump
 @needs_compiler
 def test_a_masked_softmax_over_short_rows_runs_exp_on_vectors(tmp_path: Path) -> None:
     # a row loop that loads the mask's bytes took 64 lanes, more than a row of 16 holds: GCC
@@ -441,10 +358,7 @@ def _gelu_tanh(t: torch.Tensor) -> torch.Tensor:
     return 0.5 * t * (1.0 + torch.tanh(0.7978845608028654 * (t + 0.044715 * torch.pow(t, 3.0))))
 
 
-@pytest.mark.skipif(
-    platform.machine() != "x86_64" or shutil.which("objdump") is None,
-    reason="reads x86-64 machine code with objdump",
-)
+@needs_objdump
 @needs_compiler
 def test_the_tanh_gelu_cubes_by_products_not_pow_calls(tmp_path: Path) -> None:
     # `x ** 3` went to powf (vectorized by libmvec, which sends negative bases, half of

@@ -11,7 +11,7 @@ double accumulators, vectorized.
 from __future__ import annotations
 
 import shutil
-import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,8 +20,14 @@ import torch
 import ember.prims as prims
 from ember.inductor.codegen.backend import ONE_REDUCTION_DIRECTION
 from ember.inductor.codegen.cpp.backend import CppBackend
-from ember.inductor.codegen.cpp.compiler import COMPILER, FLAGS, vector_math_flags
+from ember.inductor.codegen.cpp.compiler import COMPILER
 from ember.inductor.pipeline import compile_graph
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+from cpp_build import (  # noqa: E402
+    vectorization_report,
+)
 
 
 def _norm_grads(
@@ -59,19 +65,9 @@ def test_row_and_column_reductions_equal_eager(shape: tuple[int, int]) -> None:
 def _strided_loops(module: str, directory: Path) -> int:
     """Loops GCC left scalar for want of a vector type: reads a row apart (the build's own
     flags, its report of missed loops)."""
-    source = directory / "module.cpp"
-    source.write_text(module)
-    flags = [f for f in (*FLAGS, *vector_math_flags()) if f not in {"-w", "-lmvec"}]
-    report = subprocess.run(
-        [COMPILER, *flags, "-fopt-info-vec-missed", "-c", str(source), "-o", "/dev/null"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stderr
     return sum(
-        1
-        for line in report.splitlines()
-        if line.startswith(str(source)) and "not vectorized: no vectype" in line
+        "not vectorized: no vectype" in line
+        for line in vectorization_report(module, directory, "missed")
     )
 
 
