@@ -51,11 +51,13 @@ class InductorConfig:
         cache_key=False,
     )
     cached_cubins: bool = setting(
-        False,
+        True,
         env="EMBER_INDUCTOR_CACHED_CUBINS",
         help="Warm starts on a GPU launch a graph's kernels from the cubins an earlier process "
         "kept in the on-disk cache, through the CUDA driver: no Triton import, no Triton cache "
-        "lookups (the cubins are kept either way). Off until measured on more GPUs.",
+        "lookups (the cubins are kept either way). A module whose index or cubin is missing, "
+        "damaged or refused by the driver loads with Triton; `EMBER_LOGS=inductor` says how "
+        "each module loaded. 0 always loads with Triton.",
         cache_key=False,
     )
     check_bounds: bool = setting(

@@ -20,7 +20,12 @@ from typing import Any
 import torch
 
 from ember.inductor.codegen.backend import CHANNELS_LAST_CONVOLUTIONS, KernelSource
-from ember.inductor.codegen.triton.cubins import cached_cubin_kernels, index_key, store_cubins
+from ember.inductor.codegen.triton.cubins import (
+    LOADS,
+    cached_cubin_kernels,
+    index_key,
+    store_cubins,
+)
 from ember.inductor.codegen.triton.kernel import TritonKernelWriter
 from ember.inductor.codegen.triton.kernel_files import kernel_files
 from ember.inductor.codegen.triton.ops import PRELUDE, TRITON_TYPES
@@ -50,7 +55,7 @@ class TritonBackend:
         *,
         max_autotune: bool = False,
         autotune_reductions: bool = False,
-        cached_cubins: bool = False,
+        cached_cubins: bool = True,
     ) -> None:
         self.max_autotune = max_autotune
         self.autotune_reductions = autotune_reductions
@@ -68,18 +73,25 @@ class TritonBackend:
 
     def load(self, module: str, cache: ArtifactCache) -> dict[str, Callable[..., None]]:
         key = self._cubin_key(module)
+        why = "EMBER_INDUCTOR_CACHED_CUBINS=0"
         if key is not None and self.cached_cubins:
-            found = cached_cubin_kernels(cache, key, self._fallback(module, cache))
+            device = torch.cuda.current_device()  # where Triton would load them too
+            found, why = cached_cubin_kernels(cache, key, self._fallback(module, cache), device)
             if found is not None:
+                LOADS.record(len(found))
                 return found
         kernels = self._load(module, cache)
         if key is not None:
             from ember.runtime import cuda_target
 
             try:  # a warm start's shortcut: never worth failing a compile over
-                store_cubins(cache, key, kernels, _launches(module), cuda_target())
+                stored = store_cubins(cache, key, kernels, _launches(module), cuda_target())
             except Exception as error:  # noqa: BLE001
                 logger.debug("cubins of a module not cached: %s", error)
+                stored = False
+            if not stored:
+                why = "not indexable (an autotuned kernel, a GEMM template or profile scratch)"
+            LOADS.record(None, why)
         return kernels
 
     def _cubin_key(self, module: str) -> str | None:
