@@ -190,6 +190,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     arguments.out.mkdir(parents=True, exist_ok=True)
     models = arguments.models.split(",")
+    from benchmarks.models import SUITE
+
+    unknown = sorted(set(models) - {entry.name for entry in SUITE})
+    if unknown:  # before any model runs, not one exit-1 row per misspelled name at the end
+        parser.error(f"no such suite model: {', '.join(unknown)} (see benchmarks/models)")
     results: list[Check] = []
     with concurrent.futures.ThreadPoolExecutor(arguments.jobs) as pool:
         pending = [pool.submit(_check, model, arguments, sanitizer) for model in models]
