@@ -3,23 +3,33 @@ a grid of batch sizes and prompt lengths, and optionally a training loop over le
 compilations, and time per call at each point for eager, ember under the default policy (one
 compiled function called at every point, batch-major, starting at the first point; its
 static entry and the symbolic Graphs automatic dynamic compiles then serve the grid), ember
-compiled statically for that point alone, and torch.compile(dynamic=True) (--torch-compile).
+compiled statically for that point alone, and torch.compile(dynamic=True) (--torch-compile),
+all in one process.
 
-    python -m benchmarks.dynamic_shapes [--backend inductor] [--width 128] [--depth 2]
+    python -m benchmarks.dynamic_shapes [--device cpu|cuda] [--preset gpt2-small]
+        [--backend inductor] [--width 128] [--depth 2] [--heads 4] [--vocab 50]
         [--lengths 4,16,64,256] [--batches 1,4,16] [--torch-compile] [--train]
+        [--dtype float32|bfloat16] [--out rows.jsonl]
 
-Times are milliseconds of this process's CPU time per call (`time.process_time`: on a shared
-machine, wall time counts the other processes' turns too): the variants of a point run in
-interleaved rounds (eager, dynamic, static, torch.compile, then again) and each reports its
-fastest round. One CPU thread.
+CPU: milliseconds of this process's CPU time per call (`time.process_time`: on a shared
+machine, wall time counts the other processes' turns too), one thread; the variants of a point
+run in interleaved rounds (eager, dynamic, static, torch.compile, then again) and each reports
+its fastest round. CUDA: CUDA events around each round of calls after a warm-up, the same
+interleaved rounds, each variant's median round; `--dtype bfloat16` (the default on CUDA) runs
+every variant under bf16 autocast. `--preset gpt2-small` is GPT-2 small's shape (width 768,
+12 blocks of 12 heads, vocabulary 50257). `--out` appends one JSON object per line: the
+compilation counts, each grid point, each training length.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,65 +43,160 @@ import torch  # noqa: E402
 import ember  # noqa: E402
 from ember.capture.testing import TinyDecoder  # noqa: E402
 
+PRESETS = {"gpt2-small": {"width": 768, "depth": 12, "heads": 12, "vocab": 50257}}
+DEFAULTS = {"width": 128, "depth": 2, "heads": 4, "vocab": 50}
 
-def fastest_ms(variants: dict[str, Callable[[], Any]], calls: int, rounds: int) -> dict[str, float]:
-    """Per variant, the fastest of `rounds` interleaved rounds of `calls` calls (ms/call)."""
-    for fn in variants.values():
-        for _ in range(2):
-            fn()
-    best = {name: float("inf") for name in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            start = time.process_time()
+
+class Bench:
+    """The run's settings and where its rows go: device, autocast, timing, --out."""
+
+    def __init__(self, options: argparse.Namespace) -> None:
+        self.options = options
+        self.device = torch.device(options.device)
+        self.dtype = getattr(torch, options.dtype)
+        self.out = open(options.out, "a") if options.out else None  # noqa: SIM115
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.dtype)
+
+    def record(self, **row: Any) -> None:
+        if self.out is not None:
+            self.out.write(json.dumps({"device": self.device.type, **row}) + "\n")
+            self.out.flush()
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def calls(self, tokens: int, budget: int) -> int:
+        """Calls per timing round: about `budget` token-positions on CPU, fixed on CUDA."""
+        if self.device.type == "cuda":
+            return self.options.cuda_calls
+        return max(3, min(40, budget // tokens))
+
+    def time_ms(self, variants: dict[str, Callable[[], Any]], calls: int) -> dict[str, float]:
+        """Per variant, ms per call over interleaved rounds of `calls` calls: the fastest
+        round of CPU time on CPU, the median round of CUDA-event time on CUDA."""
+        for fn in variants.values():
+            for _ in range(3 if self.device.type == "cuda" else 2):
+                fn()
+        self.synchronize()
+        rounds: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(self.options.rounds):
+            for name, fn in variants.items():
+                rounds[name].append(self._round_ms(fn, calls))
+        if self.device.type == "cuda":
+            return {name: statistics.median(times) for name, times in rounds.items()}
+        return {name: min(times) for name, times in rounds.items()}
+
+    def _round_ms(self, fn: Callable[[], Any], calls: int) -> float:
+        if self.device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.synchronize()
+            start.record()
             for _ in range(calls):
                 fn()
-            best[name] = min(best[name], (time.process_time() - start) / calls * 1e3)
-    return best
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / calls
+        begun = time.process_time()
+        for _ in range(calls):
+            fn()
+        return (time.process_time() - begun) / calls * 1e3
+
+    def check(self, actual: torch.Tensor, expected: torch.Tensor) -> None:
+        """Values against eager: 1e-4 in float32 on CPU, a relative norm error otherwise."""
+        if self.device.type == "cpu" and self.dtype == torch.float32:
+            torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
+            return
+        bound = 1e-3 if self.dtype == torch.float32 else 3e-2
+        error = ((actual.float() - expected.float()).norm() / expected.float().norm()).item()
+        if not error <= bound:
+            raise AssertionError(f"relative error {error:.2e} against eager exceeds {bound:.0e}")
+
+    def timed(self, fn: Callable[[], Any]) -> float:
+        """Wall seconds of `fn`, device work included (compilations)."""
+        self.synchronize()
+        begun = time.perf_counter()
+        fn()
+        self.synchronize()
+        return time.perf_counter() - begun
 
 
-def calls_for(batch: int, length: int, budget: int) -> int:
-    """Fewer calls at large points: about `budget` token-positions per round."""
-    return max(3, min(40, budget // (batch * length)))
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="a model shape")
     parser.add_argument("--backend", default="inductor")
-    parser.add_argument("--width", type=int, default=128)
-    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--width", type=int)
+    parser.add_argument("--depth", type=int)
+    parser.add_argument("--heads", type=int)
+    parser.add_argument("--vocab", type=int)
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="bf16 runs autocast")
     parser.add_argument("--lengths", default="4,16,64,256")
     parser.add_argument("--batches", default="1,4,16")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--budget", type=int, default=4096, help="tokens per timing round")
+    parser.add_argument("--budget", type=int, default=4096, help="CPU: tokens per timing round")
+    parser.add_argument("--cuda-calls", type=int, default=20, help="CUDA: calls per round")
     parser.add_argument(
         "--torch-compile", action="store_true", help="add torch.compile(dynamic=True)"
     )
     parser.add_argument(
         "--train", action="store_true", help="also a training loop over the lengths"
     )
-    options = parser.parse_args()
-    torch.set_num_threads(1)
+    parser.add_argument("--train-batch", type=int, default=4)
+    parser.add_argument("--out", help="append the results as JSON lines to this file")
+    options = parser.parse_args(argv)
+    shape = {**DEFAULTS, **PRESETS.get(options.preset or "", {})}
+    for name, value in shape.items():
+        if getattr(options, name) is None:
+            setattr(options, name, value)
+    if options.dtype is None:
+        options.dtype = "bfloat16" if options.device == "cuda" else "float32"
+    return options
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    options = parse(argv)
+    bench = Bench(options)
+    if bench.device.type == "cpu":
+        torch.set_num_threads(1)
     lengths = [int(n) for n in options.lengths.split(",")]
     batches = [int(n) for n in options.batches.split(",")]
     grid = [(b, n) for b in batches for n in lengths]
     torch.manual_seed(0)
-    model = TinyDecoder(width=options.width, depth=options.depth, context=max(lengths)).eval()
-    inputs = {(b, n): torch.randint(0, 50, (b, n)) for b, n in grid}
+    model = decoder(options, max(lengths)).eval().to(bench.device)
+    inputs = {(b, n): torch.randint(0, options.vocab, (b, n), device=bench.device) for b, n in grid}
+    shape = (
+        f"{options.device} {options.dtype}, width {options.width}, depth {options.depth}, "
+        f"heads {options.heads}, vocabulary {options.vocab}"
+    )
 
     dynamic = ember.compile(model, backend=options.backend)
     marked = ember.compile(model, backend=options.backend, dynamic=True)
-    started = time.perf_counter()
-    with torch.no_grad():
-        for point in grid:
-            expected = model(inputs[point])
-            torch.testing.assert_close(dynamic(inputs[point]), expected, rtol=1e-4, atol=1e-4)
-            torch.testing.assert_close(marked(inputs[point]), expected, rtol=1e-4, atol=1e-4)
+
+    def first_calls(fn: Callable[..., Any]) -> None:
+        with torch.no_grad(), bench.autocast():
+            for point in grid:
+                bench.check(fn(inputs[point]), model(inputs[point]))
+
+    dynamic_s = bench.timed(lambda: first_calls(dynamic))
+    marked_s = bench.timed(lambda: first_calls(marked))
     state = dynamic.forward._ember_compiled
+    captures = {
+        "dynamic=None": state.captures,
+        "dynamic=True": marked.forward._ember_compiled.captures,
+    }
     print(
-        f"backend {options.backend}, width {options.width}, depth {options.depth}, batch-major "
-        f"over batches {batches} x lengths {lengths}: ember dynamic=None "
-        f"{state.captures} compilations, dynamic=True "
-        f"{marked.forward._ember_compiled.captures} ({time.perf_counter() - started:.1f} s)"
+        f"backend {options.backend}, {shape}, batch-major over batches {batches} x lengths "
+        f"{lengths}: ember dynamic=None {captures['dynamic=None']} compilations "
+        f"({dynamic_s:.1f} s over the grid's first calls), dynamic=True "
+        f"{captures['dynamic=True']} ({marked_s:.1f} s)",
+        flush=True,
     )
     for reason in state.recompile_reasons:
         print(f"  recompile: {reason}")
@@ -101,86 +206,150 @@ def main() -> None:
 
         _dynamo.reset()
         peer = torch.compile(model, dynamic=True)
-        with torch.no_grad():
-            for point in grid:
-                peer(inputs[point])
-        frames = _dynamo.utils.counters["stats"]["unique_graphs"]
-        print(f"torch.compile(dynamic=True): {frames} compilations over the grid")
+        peer_s = bench.timed(lambda: first_calls(peer))
+        captures["torch.compile(dynamic=True)"] = _dynamo.utils.counters["stats"]["unique_graphs"]
+        print(
+            f"torch.compile(dynamic=True): {captures['torch.compile(dynamic=True)']} "
+            f"compilations over the grid ({peer_s:.1f} s)",
+            flush=True,
+        )
+    bench.record(
+        kind="compilations",
+        backend=options.backend,
+        dtype=options.dtype,
+        width=options.width,
+        depth=options.depth,
+        heads=options.heads,
+        vocab=options.vocab,
+        batches=batches,
+        lengths=lengths,
+        compilations=captures,
+        recompile_reasons=state.recompile_reasons,
+    )
 
+    unit = "ms (CPU time, fastest round)" if bench.device.type == "cpu" else "ms (median round)"
+    print(f"per call, {unit}:")
     header = "batch  length  eager ms  ember-dynamic ms  ember-static ms  dyn/static  eager/dyn"
-    print(header + ("  torch.compile(dynamic) ms" if peer is not None else ""))
+    print(header + ("  torch.compile(dynamic) ms" if peer is not None else ""), flush=True)
     rows = []
-    with torch.no_grad():
-        for point in grid:
-            ids = inputs[point]
-            static = ember.compile(model, backend=options.backend, dynamic=False)
-            torch.testing.assert_close(static(ids), model(ids), rtol=1e-4, atol=1e-4)
-            variants: dict[str, Callable[[], Any]] = {
-                "eager": lambda: model(ids),  # noqa: B023
-                "dynamic": lambda: dynamic(ids),  # noqa: B023
-                "static": lambda: static(ids),  # noqa: B023
-            }
-            if peer is not None:
-                variants["torch.compile"] = lambda: peer(ids)  # noqa: B023
-            ms = fastest_ms(variants, calls_for(*point, options.budget), options.rounds)
-            rows.append((point, ms))
-            row = (
-                f"{point[0]:>5}  {point[1]:>6}  {ms['eager']:>8.3f}  {ms['dynamic']:>16.3f}  "
-                f"{ms['static']:>15.3f}  {ms['dynamic'] / ms['static']:>10.2f}  "
-                f"{ms['eager'] / ms['dynamic']:>9.2f}"
-            )
-            if peer is not None:
-                row += f"  {ms['torch.compile']:>25.3f}"
-            print(row, flush=True)
+    for point in grid:
+        ids = inputs[point]
+        static = ember.compile(model, backend=options.backend, dynamic=False)
+
+        def call(fn: Callable[..., Any], ids: torch.Tensor = ids) -> Callable[[], Any]:
+            def run() -> Any:
+                with torch.no_grad(), bench.autocast():
+                    return fn(ids)
+
+            return run
+
+        static_s = bench.timed(lambda: bench.check(call(static)(), call(model)()))  # noqa: B023
+        variants = {"eager": call(model), "dynamic": call(dynamic), "static": call(static)}
+        if peer is not None:
+            variants["torch.compile"] = call(peer)
+        ms = bench.time_ms(variants, bench.calls(point[0] * point[1], options.budget))
+        rows.append((point, ms))
+        row = (
+            f"{point[0]:>5}  {point[1]:>6}  {ms['eager']:>8.3f}  {ms['dynamic']:>16.3f}  "
+            f"{ms['static']:>15.3f}  {ms['dynamic'] / ms['static']:>10.2f}  "
+            f"{ms['eager'] / ms['dynamic']:>9.2f}"
+        )
+        if peer is not None:
+            row += f"  {ms['torch.compile']:>25.3f}"
+        print(row, flush=True)
+        bench.record(
+            kind="inference",
+            batch=point[0],
+            length=point[1],
+            ms=ms,
+            static_compile_s=round(static_s, 2),
+        )
     within = sum(ms["dynamic"] <= 1.1 * ms["static"] for _, ms in rows)
     faster = sum(ms["dynamic"] < ms["eager"] for _, ms in rows)
     print(
         f"ember dynamic within 10% of static at {within}/{len(rows)} points, "
-        f"faster than eager at {faster}/{len(rows)}"
+        f"faster than eager at {faster}/{len(rows)}",
+        flush=True,
     )
     if options.train:
-        train(options, lengths)
+        train(bench, lengths)
 
 
-def train(options: argparse.Namespace, lengths: list[int]) -> None:
-    """A training loop over the lengths (batch 4): compilations and ms per step."""
-    torch.manual_seed(0)
-    batch = 4
+def decoder(options: argparse.Namespace, context: int) -> TinyDecoder:
+    return TinyDecoder(
+        vocab=options.vocab,
+        width=options.width,
+        heads=options.heads,
+        depth=options.depth,
+        context=context,
+    )
+
+
+def train(bench: Bench, lengths: list[int]) -> None:
+    """A training loop over the lengths: compilations and ms per step (forward, loss,
+    backward, SGD step) for eager, ember under the default policy and torch.compile."""
+    options = bench.options
+    batch = options.train_batch
 
     def fresh() -> tuple[TinyDecoder, torch.optim.Optimizer]:
         torch.manual_seed(0)
-        net = TinyDecoder(width=options.width, depth=options.depth, context=max(lengths))
+        net = decoder(options, max(lengths)).to(bench.device)
         return net, torch.optim.SGD(net.parameters(), lr=1e-3)
 
     def step(fn: Callable[..., Any], opt: torch.optim.Optimizer, ids: torch.Tensor) -> None:
-        logits = fn(ids)
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids.flatten())
+        with bench.autocast():
+            logits = fn(ids)
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), ids.flatten())
         opt.zero_grad()
         loss.backward()
         opt.step()
 
-    eager_net, eager_opt = fresh()
-    ember_net, ember_opt = fresh()
-    compiled = ember.compile(ember_net, backend=options.backend)
-    data = {n: torch.randint(0, 50, (batch, n)) for n in lengths}
-    for n in lengths:  # the first pass compiles
-        step(compiled, ember_opt, data[n])
-    captures = compiled.forward._ember_compiled.captures
-    print(f"training, batch {batch}, lengths {lengths}: ember {captures} compilations")
-    print("length  eager ms/step  ember-dynamic ms/step  eager/dynamic")
+    nets = {"eager": fresh(), "dynamic": fresh()}
+    runs: dict[str, Callable[..., Any]] = {
+        "eager": nets["eager"][0],
+        "dynamic": ember.compile(nets["dynamic"][0], backend=options.backend),
+    }
+    if options.torch_compile:
+        from torch import _dynamo
+
+        _dynamo.reset()
+        nets["torch.compile"] = fresh()
+        runs["torch.compile"] = torch.compile(nets["torch.compile"][0], dynamic=True)
+    data = {n: torch.randint(0, options.vocab, (batch, n), device=bench.device) for n in lengths}
+    compile_s = {}
+    for name in runs:
+        if name != "eager":
+            compile_s[name] = bench.timed(
+                lambda name=name: [step(runs[name], nets[name][1], data[n]) for n in lengths]
+            )
+    captures = {"dynamic=None": runs["dynamic"].forward._ember_compiled.captures}
+    if options.torch_compile:
+        captures["torch.compile(dynamic=True)"] = _dynamo.utils.counters["stats"]["unique_graphs"]
+    print(
+        f"training, batch {batch}, lengths {lengths}: ember {captures['dynamic=None']} "
+        f"compilations ({compile_s['dynamic']:.1f} s over the first steps)"
+        + (
+            f", torch.compile(dynamic=True) {captures['torch.compile(dynamic=True)']} "
+            f"({compile_s['torch.compile']:.1f} s)"
+            if options.torch_compile
+            else ""
+        ),
+        flush=True,
+    )
+    bench.record(kind="training compilations", batch=batch, compilations=captures)
+    header = "length  eager ms/step  ember-dynamic ms/step  eager/dynamic"
+    print(header + ("  torch.compile ms/step" if options.torch_compile else ""))
     for n in lengths:
-        ids = data[n]
-        ms = fastest_ms(
-            {
-                "eager": lambda: step(eager_net, eager_opt, ids),  # noqa: B023
-                "dynamic": lambda: step(compiled, ember_opt, ids),  # noqa: B023
-            },
-            calls_for(batch, n, options.budget // 2),
-            options.rounds,
-        )
-        print(
-            f"{n:>6}  {ms['eager']:>13.3f}  {ms['dynamic']:>21.3f}  {ms['eager'] / ms['dynamic']:>13.2f}"
-        )
+        variants = {
+            name: (lambda name=name, ids=data[n]: step(runs[name], nets[name][1], ids))
+            for name in runs
+        }
+        ms = bench.time_ms(variants, bench.calls(batch * n, options.budget // 2))
+        row = f"{n:>6}  {ms['eager']:>13.3f}  {ms['dynamic']:>21.3f}  {ms['eager'] / ms['dynamic']:>13.2f}"
+        if options.torch_compile:
+            row += f"  {ms['torch.compile']:>21.3f}"
+        print(row, flush=True)
+        bench.record(kind="training", batch=batch, length=n, ms=ms)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,41 @@
+"""benchmarks.dynamic_shapes at a tiny size on CPU: the grid, the training loop and the
+JSON lines it writes; the GPT-2-small preset and the CUDA defaults as parsed options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.dynamic_shapes import main, parse
+
+
+def test_a_tiny_grid_and_training_write_their_rows(tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    main(
+        [
+            "--backend", "aot_eager", "--width", "16", "--depth", "1", "--lengths", "4,8",
+            "--batches", "1,2", "--rounds", "1", "--budget", "16", "--train",
+            "--out", str(out),
+        ]
+    )  # fmt: skip
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    kinds = [row["kind"] for row in rows]
+    assert kinds == [
+        "compilations",
+        *["inference"] * 4,
+        "training compilations",
+        "training",
+        "training",
+    ]
+    assert rows[0]["compilations"]["dynamic=True"] == 2
+    assert [(row["batch"], row["length"]) for row in rows[1:5]] == [(1, 4), (1, 8), (2, 4), (2, 8)]
+    assert all(set(row["ms"]) == {"eager", "dynamic", "static"} for row in rows[1:5])
+    assert rows[5]["compilations"]["dynamic=None"] == 2
+    assert all(set(row["ms"]) == {"eager", "dynamic"} for row in rows[6:])
+
+
+def test_the_gpt2_small_preset_on_cuda_runs_bf16() -> None:
+    options = parse(["--device", "cuda", "--preset", "gpt2-small", "--depth", "2"])
+    assert (options.width, options.depth, options.heads, options.vocab) == (768, 2, 12, 50257)
+    assert options.dtype == "bfloat16"
+    assert parse([]).dtype == "float32"
