@@ -223,7 +223,7 @@ def kernel_case(device: str, cache_dir: str) -> dict[str, Any]:
     real = cubins[name]
     refused = CubinKernel(name, list(launch["signature"].items()), real.block,
                           CubinVariant(b"not a cubin", "nothing", 4, 0),
-                          fallback=lambda: triton[name].launch)  # fmt: skip
+                          fallback=lambda: triton[name])  # fmt: skip
     row["refused_equal"] = same(run(triton[name], 0), run(refused, 0))
     row["refused_fallbacks"] = dict(fallbacks)
     # ... and when the index is read: the whole module loads with Triton

@@ -236,7 +236,12 @@ def first_step(name: str, size: str, device: str, backend: str) -> dict[str, Any
     if device == "cuda":
         torch.cuda.synchronize()
     second = time.perf_counter() - begin
-    return {"first_step_s": round(step, 3), "second_step_s": round(second, 4),
+    loads: dict[str, Any] = {}
+    if backend == "ember" and device == "cuda":  # GPU modules from cached cubins or with Triton
+        from ember.inductor.codegen.triton.cubins import LOADS
+
+        loads = LOADS.as_dict()
+    return {"first_step_s": round(step, 3), "second_step_s": round(second, 4), "cubin_loads": loads,
             "import_s": round(imported, 3), "stages_s": {k: round(v, 3) for k, v in stages.items()},
             "loss": float(loss.detach()), "triton_imported": sys.modules.get("triton") is not None}  # fmt: skip
 
@@ -285,7 +290,8 @@ def warm(
     rows = []
     for backend in backends:
         with tempfile.TemporaryDirectory(prefix=f"warm-{backend}-") as cache:
-            # ember's third start launches the cached cubins (EMBER_INDUCTOR_CACHED_CUBINS)
+            # ember's warm start loads with Triton (EMBER_INDUCTOR_CACHED_CUBINS=0), its third
+            # launches the cached cubins (the default)
             attempts = (
                 ("cold", "warm", "warm-cubins")
                 if backend == "ember" and device == "cuda"
@@ -327,7 +333,8 @@ def _warm_summary(row: dict[str, Any]) -> str:
     own = row.get("stages_s", {})
     return (f"{row['model']} {row['backend']:<6} {row['start']}: first step {row['first_step_s']:.2f}s "
             f"(second {row['second_step_s'] * 1e3:.1f} ms) process {row['process_s']:.1f}s "
-            f"stages {own} triton imported {row.get('triton_imported')} loss {row.get('loss', 0):.4f}")  # fmt: skip
+            f"stages {own} triton imported {row.get('triton_imported')} loss {row.get('loss', 0):.4f}"
+            + (f" modules {row['cubin_loads']}" if row.get("cubin_loads") else ""))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
