@@ -86,7 +86,8 @@ def training_case(name: str, size: str, device: str, batch: int | None = None,
     module, inputs = _workload(name, size, "training", device, batch)
     compiled = _compile(module)
     optimizer = torch.optim.SGD(module.parameters(), lr=1e-3)
-    losses, times = [], []
+    losses: list[str] = []
+    times: list[float] = []
     for _ in range(2 + timed_steps):
         begin = time.perf_counter()
         loss = compiled(*inputs)
@@ -172,8 +173,8 @@ def kernel_case(device: str, cache_dir: str) -> dict[str, Any]:
     example = torch.randn(4096)
     traced = prims.trace(lambda x, y: x * 2 + y, example, example)
     module = generate(traced, TritonBackend(), InductorConfig(), torch.device(device))["module"]
-    triton = TritonBackend(cached_cubins=False).load(module, cache)  # and keeps the cubins
-    cubins = TritonBackend(cached_cubins=True).load(module, cache)
+    triton: dict[str, Any] = TritonBackend(cached_cubins=False).load(module, cache)  # keeps cubins
+    cubins: dict[str, Any] = TritonBackend(cached_cubins=True).load(module, cache)
     name, launch = next(iter(_launches(module).items()))
     row: dict[str, Any] = {"kernel": name, "cubin_type": type(cubins[name]).__name__}
 
@@ -236,11 +237,13 @@ def kernel_case(device: str, cache_dir: str) -> dict[str, Any]:
         entry["cubin"] = garbage
     damaged = ArtifactCache.key(b"damaged index", config={}, versions={})
     cache.put(damaged, json.dumps(index).encode())
-    found, why = cached_cubin_kernels(
-        cache, damaged, lambda kernel, entry: print, torch.cuda.current_device()
-    )
+    found, why = cached_cubin_kernels(cache, damaged, _no_fallback, torch.cuda.current_device())
     row["refused_index"] = {"loaded_with_triton": found is None, "why": why[:200]}
     return row
+
+
+def _no_fallback(name: str, launch: Any) -> Callable[..., None]:
+    raise AssertionError(f"{name}: a refused index must not build a launch")
 
 
 def child(phase: str, options: argparse.Namespace) -> None:

@@ -299,7 +299,7 @@ class CubinKernel:
         launch: Any = namespace["launch"]
         launch.source = source
         launch.keep = (buffer, params)  # alive as long as the function
-        return launch  # type: ignore[no-any-return]
+        return launch
 
 
 def _device_scope(device: int) -> Any:
