@@ -200,6 +200,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     for reason in state.recompile_reasons:
         print(f"  recompile: {reason}")
+    # At one batch size over all lengths (the count), each batch in a fresh compile();
+    # captured with the eager backend: what capture compiles does not depend on the backend.
+    per_batch = {}
+    for b in batches:
+        sweep = ember.compile(model, backend="eager")
+        with torch.no_grad(), bench.autocast():
+            for n in lengths:
+                sweep(inputs[(b, n)])
+        per_batch[b] = sweep.forward._ember_compiled.captures
+    captures["dynamic=None, per batch over the lengths"] = per_batch
+    print(f"ember dynamic=None at one batch size over all lengths: {per_batch} compilations")
     peer = None
     if options.torch_compile:
         from torch import _dynamo  # the peer we measure against (benchmarks only)

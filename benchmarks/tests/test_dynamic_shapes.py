@@ -28,6 +28,7 @@ def test_a_tiny_grid_and_training_write_their_rows(tmp_path: Path) -> None:
         "training",
     ]
     assert rows[0]["compilations"]["dynamic=True"] == 2
+    assert rows[0]["compilations"]["dynamic=None, per batch over the lengths"] == {"1": 2, "2": 2}
     assert [(row["batch"], row["length"]) for row in rows[1:5]] == [(1, 4), (1, 8), (2, 4), (2, 8)]
     assert all(set(row["ms"]) == {"eager", "dynamic", "static"} for row in rows[1:5])
     assert rows[5]["compilations"]["dynamic=None"] == 2

@@ -318,3 +318,29 @@ def test_reset_forgets_what_automatic_dynamic_learnt() -> None:
     reset()
     compiled(torch.randn(3, 8))
     assert [len(graph.symbols) for graph in counter.graphs] == [0, 1, 0]  # static again
+
+
+def test_a_batch_by_length_grid_compiles_per_batch_kind_not_per_point() -> None:
+    """benchmarks.dynamic_shapes' grid, batch-major from batch 1: the static entry, then the
+    length symbolic at batch 1 (size 1 specializes), then the batch symbolic as well; every
+    later point hits. One batch size over all lengths compiles twice; dynamic=True twice
+    (batch 1, then the rest)."""
+    torch.manual_seed(0)
+    model = TinyDecoder().eval()
+    grid = [(batch, length) for batch in (1, 4, 16) for length in (4, 16, 64)]
+    ids = {point: torch.randint(0, 50, point) for point in grid}
+
+    def graphs(points: list[tuple[int, int]], dynamic: bool | None = None) -> list[int]:
+        counter = CompileCounter()
+        compiled = ember_compile(model, backend=counter, dynamic=dynamic)
+        with torch.no_grad():
+            for point in points:
+                torch.testing.assert_close(compiled(ids[point]), model(ids[point]))
+        return [len(graph.symbols) for graph in counter.graphs]
+
+    assert graphs(grid) == [0, 1, 2]
+    assert graphs(grid, dynamic=True) == [1, 2]
+    for batch in (1, 4, 16):
+        assert graphs([point for point in grid if point[0] == batch]) == [0, 1]
+    # a call that changes both dims learns both in one recompile
+    assert graphs([(1, 4), (4, 16), (16, 64), (4, 4)]) == [0, 2]
