@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -255,6 +256,10 @@ def child(phase: str, options: argparse.Namespace) -> None:
         cases.append(
             (f"suite {name}", lambda n=name: training_case(n, options.size, options.device))
         )
+    if options.device == "cuda":
+        cases.append(
+            ("cudagraphs hf_gpt2 small", lambda: cudagraph_case("hf_gpt2", options.size, "cuda"))
+        )
     if not options.quick:
         cases += [
             ("launch-bound hf_gpt2 gpu b1 training",
@@ -262,20 +267,17 @@ def child(phase: str, options: argparse.Namespace) -> None:
             ("launch-bound hf_resnet gpu b1 inference",
              lambda: inference_case("hf_resnet", "gpu", options.device, batch=1, calls=50)),
         ]  # fmt: skip
-    if options.device == "cuda":
-        cases.append(
-            ("cudagraphs hf_gpt2 small", lambda: cudagraph_case("hf_gpt2", options.size, "cuda"))
-        )
-        if phase == "warm-cubins":
-            folder = os.path.join(os.environ["EMBER_CACHE_DIR"], "kernel-case")
-            cases.append(("one kernel", lambda: kernel_case("cuda", folder)))
+    if options.device == "cuda" and phase == "warm-cubins":  # last: it imports triton
+        folder = os.path.join(os.environ["EMBER_CACHE_DIR"], "kernel-case")
+        cases.append(("one kernel", lambda: kernel_case("cuda", folder)))
     for case, run in cases:
         begin = time.perf_counter()
         try:
             row = run()
-        except Exception as error:  # noqa: BLE001
-            row = {"error": f"{type(error).__name__}: {error}"[-1200:]}
-        row.update(case=case, phase=phase, case_s=round(time.perf_counter() - begin, 2))
+        except Exception:  # noqa: BLE001
+            row = {"error": traceback.format_exc(limit=8)[-1500:]}
+        row.update(case=case, phase=phase, case_s=round(time.perf_counter() - begin, 2),
+                   triton_imported=sys.modules.get("triton") is not None)  # fmt: skip
         print("RESULT " + json.dumps(row), flush=True)
         if options.device == "cuda":
             torch.cuda.empty_cache()
@@ -351,6 +353,8 @@ def run_phases(options: argparse.Namespace, cache: str) -> list[dict[str, Any]]:
                    *options.argv] if not options.ddp else [
                    sys.executable, "-m", "benchmarks.cubins_check", "_ddp", phase]  # fmt: skip
         left = options.budget - (time.perf_counter() - _START)
+        if phase == "cold":  # the warm starts' verdicts need time of their own
+            left -= 2 * options.reserve
         if left < 10:
             rows.append({"case": "process", "phase": phase, "error": "skipped: --budget spent"})
             continue
@@ -510,7 +514,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", default="small")
     parser.add_argument("--quick", action="store_true", help="the suite cases only")
     parser.add_argument("--ddp", action="store_true", help="item 6 only (2 GPUs)")
+    parser.add_argument("--out", default="", help="write the rows here (JSON lines)")
     parser.add_argument("--budget", type=float, default=280, help="seconds for all processes")
+    parser.add_argument(
+        "--reserve", type=float, default=50, help="seconds the cold process leaves each warm one"
+    )
     if argv[:1] == ["_child"]:
         child(argv[1], parser.parse_args(argv[2:]))
         return
@@ -518,8 +526,17 @@ def main(argv: list[str] | None = None) -> None:
     options.argv = argv
     with tempfile.TemporaryDirectory(prefix="ember-cubins-check-") as cache:
         rows = run_phases(options, cache)
-    for row in rows:
-        print("JSON " + json.dumps(row), flush=True)
+    if options.out:
+        with open(options.out, "w") as file:
+            file.write("".join(json.dumps(row) + "\n" for row in rows))
+    else:
+        for row in rows:
+            print("JSON " + json.dumps(row), flush=True)
+    errors = [r for r in rows if "error" in r]
+    for row in errors:
+        print(f"ERROR {row.get('phase')} {row.get('case')}: {row['error'][-700:]}", flush=True)
+    devices = {r["phase"]: f"{r['gpu']} torch {r['torch']}" for r in rows if "gpu" in r}
+    print(f"devices: {devices}; {len(rows)} rows, {len(errors)} errors", flush=True)
     print("\n".join(verdicts(rows)), flush=True)
     print(f"total {time.perf_counter() - _START:.1f} s", flush=True)
 
