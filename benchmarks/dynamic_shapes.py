@@ -55,6 +55,7 @@ class Bench:
         self.device = torch.device(options.device)
         self.dtype = getattr(torch, options.dtype)
         self.out = open(options.out, "a") if options.out else None  # noqa: SIM115
+        self.errors: dict[str, float] = {}  # worst relative error against eager (GPU)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.dtype == torch.float32:
@@ -106,15 +107,18 @@ class Bench:
             fn()
         return (time.process_time() - begun) / calls * 1e3
 
-    def check(self, actual: torch.Tensor, expected: torch.Tensor) -> None:
-        """Values against eager: 1e-4 in float32 on CPU, a relative norm error otherwise."""
+    def check(self, name: str, actual: torch.Tensor, expected: torch.Tensor) -> None:
+        """Values against eager: 1e-4 in float32 on CPU (raises); otherwise the relative norm
+        error, the worst per variant kept in `errors` and printed when past 1e-3 (float32)
+        or 3e-2 (bf16) rather than ending a long GPU run."""
         if self.device.type == "cpu" and self.dtype == torch.float32:
             torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
             return
-        bound = 1e-3 if self.dtype == torch.float32 else 3e-2
         error = ((actual.float() - expected.float()).norm() / expected.float().norm()).item()
+        self.errors[name] = max(self.errors.get(name, 0.0), error)
+        bound = 1e-3 if self.dtype == torch.float32 else 3e-2
         if not error <= bound:
-            raise AssertionError(f"relative error {error:.2e} against eager exceeds {bound:.0e}")
+            print(f"WARNING: {name}: relative error {error:.2e} against eager exceeds {bound:.0e}")
 
     def timed(self, fn: Callable[[], Any]) -> float:
         """Wall seconds of `fn`, device work included (compilations)."""
@@ -149,6 +153,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--train", action="store_true", help="also a training loop over the lengths"
     )
     parser.add_argument("--train-batch", type=int, default=4)
+    parser.add_argument("--skip-inference", action="store_true", help="only --train's loop")
     parser.add_argument("--out", help="append the results as JSON lines to this file")
     options = parser.parse_args(argv)
     shape = {**DEFAULTS, **PRESETS.get(options.preset or "", {})}
@@ -167,6 +172,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         torch.set_num_threads(1)
     lengths = [int(n) for n in options.lengths.split(",")]
     batches = [int(n) for n in options.batches.split(",")]
+    if not options.skip_inference:
+        inference(bench, lengths, batches)
+    if options.train:
+        train(bench, lengths)
+
+
+def inference(bench: Bench, lengths: list[int], batches: list[int]) -> None:
+    """The grid: compilations of each variant, then per point ms per call side by side."""
+    options = bench.options
     grid = [(b, n) for b in batches for n in lengths]
     torch.manual_seed(0)
     model = decoder(options, max(lengths)).eval().to(bench.device)
@@ -179,13 +193,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     dynamic = ember.compile(model, backend=options.backend)
     marked = ember.compile(model, backend=options.backend, dynamic=True)
 
-    def first_calls(fn: Callable[..., Any]) -> None:
+    def first_calls(name: str, fn: Callable[..., Any]) -> None:
         with torch.no_grad(), bench.autocast():
             for point in grid:
-                bench.check(fn(inputs[point]), model(inputs[point]))
+                bench.check(name, fn(inputs[point]), model(inputs[point]))
 
-    dynamic_s = bench.timed(lambda: first_calls(dynamic))
-    marked_s = bench.timed(lambda: first_calls(marked))
+    compile_s = {
+        "dynamic=None": bench.timed(lambda: first_calls("dynamic", dynamic)),
+        "dynamic=True": bench.timed(lambda: first_calls("dynamic=True", marked)),
+    }
     state = dynamic.forward._ember_compiled
     captures = {
         "dynamic=None": state.captures,
@@ -194,8 +210,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"backend {options.backend}, {shape}, batch-major over batches {batches} x lengths "
         f"{lengths}: ember dynamic=None {captures['dynamic=None']} compilations "
-        f"({dynamic_s:.1f} s over the grid's first calls), dynamic=True "
-        f"{captures['dynamic=True']} ({marked_s:.1f} s)",
+        f"({compile_s['dynamic=None']:.1f} s over the grid's first calls), dynamic=True "
+        f"{captures['dynamic=True']} ({compile_s['dynamic=True']:.1f} s)",
         flush=True,
     )
     for reason in state.recompile_reasons:
@@ -217,11 +233,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         _dynamo.reset()
         peer = torch.compile(model, dynamic=True)
-        peer_s = bench.timed(lambda: first_calls(peer))
+        compile_s["torch.compile"] = bench.timed(lambda: first_calls("torch.compile", peer))
         captures["torch.compile(dynamic=True)"] = _dynamo.utils.counters["stats"]["unique_graphs"]
         print(
             f"torch.compile(dynamic=True): {captures['torch.compile(dynamic=True)']} "
-            f"compilations over the grid ({peer_s:.1f} s)",
+            f"compilations over the grid ({compile_s['torch.compile']:.1f} s)",
             flush=True,
         )
     bench.record(
@@ -236,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         lengths=lengths,
         compilations=captures,
         recompile_reasons=state.recompile_reasons,
+        compile_s={name: round(seconds, 2) for name, seconds in compile_s.items()},
+        relative_errors=dict(bench.errors),
     )
 
     unit = "ms (CPU time, fastest round)" if bench.device.type == "cpu" else "ms (median round)"
@@ -254,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             return run
 
-        static_s = bench.timed(lambda: bench.check(call(static)(), call(model)()))  # noqa: B023
+        static_s = bench.timed(lambda: bench.check("static", call(static)(), call(model)()))  # noqa: B023
         variants = {"eager": call(model), "dynamic": call(dynamic), "static": call(static)}
         if peer is not None:
             variants["torch.compile"] = call(peer)
@@ -274,6 +292,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             length=point[1],
             ms=ms,
             static_compile_s=round(static_s, 2),
+            static_relative_error=bench.errors.pop("static", None),
         )
     within = sum(ms["dynamic"] <= 1.1 * ms["static"] for _, ms in rows)
     faster = sum(ms["dynamic"] < ms["eager"] for _, ms in rows)
@@ -282,8 +301,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"faster than eager at {faster}/{len(rows)}",
         flush=True,
     )
-    if options.train:
-        train(bench, lengths)
 
 
 def decoder(options: argparse.Namespace, context: int) -> TinyDecoder:
@@ -347,7 +364,13 @@ def train(bench: Bench, lengths: list[int]) -> None:
         ),
         flush=True,
     )
-    bench.record(kind="training compilations", batch=batch, compilations=captures)
+    bench.record(
+        kind="training compilations",
+        batch=batch,
+        lengths=lengths,
+        compilations=captures,
+        compile_s={name: round(seconds, 2) for name, seconds in compile_s.items()},
+    )
     header = "length  eager ms/step  ember-dynamic ms/step  eager/dynamic"
     print(header + ("  torch.compile ms/step" if options.torch_compile else ""))
     for n in lengths:
