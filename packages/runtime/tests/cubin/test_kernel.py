@@ -150,6 +150,8 @@ def test_refused_cubin_launches_through_triton(fake: FakeDriver) -> None:
     kernel.launch(32, x, x, 32, 1.0)  # refused once, not retried
     assert calls == [64, 32] and fake.launches == []
     assert kernel_module.fallbacks["load failed"] == 2
+    with pytest.raises(KernelLaunchError, match="refused"):
+        kernel.load(-1)  # asked again, after the launch marked it refused there
 
 
 def test_refused_cubin_without_fallback_raises(fake: FakeDriver) -> None:

@@ -146,8 +146,10 @@ class CubinKernel:
     def load(self, device: int) -> None:
         """Load the aligned function on `device` now (KernelLaunchError if the driver refuses
         it), so that a caller can choose another path before the first launch."""
-        function = self._load_function(True, device, refuse=False)
-        assert isinstance(function, int)
+        if isinstance(self._load_function(True, device, refuse=False), _Refused):
+            raise KernelLaunchError(
+                f"kernel {self.name}: the driver refused its cubin on cuda:{device}"
+            )
 
     def launch_general(self, numel: int, *args: Any) -> None:
         """Every launch the generated fast path does not take."""
