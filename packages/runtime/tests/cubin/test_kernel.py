@@ -197,3 +197,79 @@ def test_wrong_argument_count(fake: FakeDriver) -> None:
     kernel = CubinKernel("k", SIGNATURE, 128, ALIGNED)
     with pytest.raises(Exception, match="takes 4 arguments"):
         kernel.launch(64, torch.zeros(64))
+
+
+FAKE_LIBCUDA = r"""
+#include <stdint.h>
+#include <string.h>
+uint64_t slots[16]; uint64_t last_stream; unsigned last_grid, last_threads, last_shared, count;
+int cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                   unsigned by, unsigned bz, unsigned shared, void *stream, void **params,
+                   void **extra) {
+    for (int i = 0; i < 6; i++) memcpy(&slots[i], params[i], 8);
+    last_stream = (uint64_t)stream; last_grid = gx; last_threads = bx; last_shared = shared;
+    count++;
+    return 0;
+}
+int cuCtxGetCurrent(void **context) { *context = (void *)1; return 0; }
+int cuCtxSetCurrent(void *context) { return 0; }
+int cuDeviceGet(int *device, int ordinal) { *device = ordinal; return 0; }
+int cuDevicePrimaryCtxRetain(void **context, int device) { *context = (void *)1; return 0; }
+int cuModuleLoadData(void **module, const char *image) {  /* 200: CUDA_ERROR_INVALID_IMAGE */
+    if (memcmp(image, "bad", 3) == 0) return 200;
+    *module = (void *)2; return 0;
+}
+int cuModuleGetFunction(void **function, void *module, const char *name) {
+    *function = (void *)0x1234; return 0;
+}
+int cuFuncSetAttribute(void *function, int attribute, int value) { return 0; }
+int cuFuncGetAttribute(int *value, int attribute, void *function) { *value = 0; return 0; }
+int cuDeviceGetAttribute(int *value, int attribute, int device) { *value = 232448; return 0; }
+int cuGetErrorName(int error, const char **name) {
+    *name = error == 200 ? "CUDA_ERROR_INVALID_IMAGE" : "CUDA_ERROR_UNKNOWN"; return 0;
+}
+"""
+
+
+def test_launches_through_ctypes_into_a_c_driver(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real ctypes marshalling (the driver's argument types, the slot-address array, the
+    module loading calls) into a C stand-in for libcuda: what a GPU's driver would read, and a
+    cubin it refuses launched through Triton."""
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    source, library_path = tmp_path / "fake_cuda.c", tmp_path / "libfakecuda.so"
+    source.write_text(FAKE_LIBCUDA)
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library_path), str(source)], check=True)
+    library = cuda.declare(ctypes.CDLL(str(library_path)))  # the real argument types
+    monkeypatch.setattr(cuda, "driver", lambda: library)
+    stream = [0x7F00_0000_1000]
+    monkeypatch.setattr(kernel_module, "current_stream", lambda device: stream[0])
+    monkeypatch.setattr(kernel_module, "stream_reader", lambda: lambda device: stream[0])
+    kernel = CubinKernel("k", SIGNATURE, 128, ALIGNED)
+    x, y = torch.zeros(1000), torch.zeros(1000)
+    for scale in (0.5, -2.0):  # the general path, then the generated one
+        kernel.launch(1000, x, y, 1000, scale)
+        slots = list((ctypes.c_uint64 * 6).in_dll(library, "slots"))
+        assert slots == [x.data_ptr(), y.data_ptr(), 1000, _bits(scale), 0, 0]
+        assert ctypes.c_uint64.in_dll(library, "last_stream").value == stream[0]
+        assert ctypes.c_uint.in_dll(library, "last_grid").value == 8
+        assert ctypes.c_uint.in_dll(library, "last_threads").value == 128
+        assert ctypes.c_uint.in_dll(library, "last_shared").value == 64
+        stream[0] += 0x100
+    assert ctypes.c_uint.in_dll(library, "count").value == 2
+    assert kernel.launch != kernel.launch_general
+    calls: list[int] = []
+    bad = CubinVariant(cubin=b"bad cubin", function="k", num_warps=4, shared=0)
+    refused = CubinKernel("k", SIGNATURE, 128, bad, fallback=lambda: lambda n, *a: calls.append(n))
+    with pytest.raises(KernelLaunchError, match="CUDA_ERROR_INVALID_IMAGE"):
+        refused.load(-1)
+    refused.launch(1000, x, y, 1000, 1.0)
+    assert calls == [1000] and ctypes.c_uint.in_dll(library, "count").value == 2
+    big = CubinVariant(cubin=b"cubin", function="k", num_warps=4, shared=100_000)
+    CubinKernel("k", SIGNATURE, 128, big).load(-1)  # opts in to more shared memory

@@ -34,6 +34,11 @@ def driver() -> Any:
             f"cannot open the CUDA driver library libcuda.so.1 ({error}); precompiled GPU "
             "kernels need an NVIDIA driver"
         ) from error
+    return declare(library)
+
+
+def declare(library: Any) -> Any:
+    """`library` with the argument types of the driver calls used here."""
     void_p, c_int, c_uint = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
     library.cuModuleLoadData.argtypes = [ctypes.POINTER(void_p), ctypes.c_char_p]
     library.cuModuleGetFunction.argtypes = [ctypes.POINTER(void_p), void_p, ctypes.c_char_p]
