@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import ember.prims as prims
+from ember.inductor.ir import body
 from ember.inductor.ir.program import ExternNode, LoopNode
 from ember.inductor.lowering.graph_lowering import lower_graph
 from ember.inductor.pipeline import DECOMPOSITIONS, compile_graph
@@ -192,3 +193,31 @@ def test_a_shared_float32_upcast_stores_the_bfloat16_value() -> None:
     whole = [n for n in program.nodes if isinstance(n, LoopNode) and n.ranges == (6, 5, 4)]
     stored = sorted(str(program.storages[n.storage].dtype) for n in whole)
     assert stored == ["torch.bfloat16", "torch.float32"], stored  # the gradient, the output
+
+
+def batch_norm_max_pool(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """ResNet's stem in training: batch statistics, ReLU, a 3x3 max pool of stride 2."""
+    var, mean = torch.var_mean(x, (0, 2, 3), correction=0, keepdim=True)
+    y = torch.relu((x - mean) * torch.rsqrt(var + 1e-5))
+    return torch.ops.aten.max_pool2d_with_indices(y, [3, 3], [2, 2], [1, 1])
+
+
+def test_a_per_channel_scale_is_stored_once_for_its_pooling_windows(tmp_path: Any) -> None:
+    """Inlined into the pooling windows, the batch norm's scale (a variance from the sums, a
+    division, a square root) was computed for each of the 9 window elements of every output
+    (0.78 ms of ResNet's training step); stored once a channel, the windows load it."""
+    x = torch.randn(2, 4, 12, 12, generator=torch.Generator().manual_seed(0))
+    program = _program(batch_norm_max_pool, x)
+    square_roots = {
+        math.prod(int(size) for size in node.ranges)
+        for node in program.nodes
+        if isinstance(node, LoopNode)
+        for value in body.walk(node.body)
+        if value.op in ("rsqrt", "sqrt")
+    }
+    assert square_roots == {4}
+    compiled = compile_graph(
+        prims.trace(batch_norm_max_pool, x), (x,), cache=ArtifactCache(tmp_path)
+    )
+    for ours, theirs in zip(compiled(x), batch_norm_max_pool(x)):
+        torch.testing.assert_close(ours, theirs)

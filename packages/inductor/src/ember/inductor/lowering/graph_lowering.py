@@ -31,6 +31,7 @@ from ember.inductor.lowering.argument_layouts import (
     same_strides,
 )
 from ember.inductor.lowering.realization_rules import (
+    broadcast_statistic,
     expands,
     narrow_upcast,
     one_expression,
@@ -65,6 +66,9 @@ ROW_LOCAL_READS = 4  # ...and reads at most this many storages (each reader read
 # A shared lazy value loading more whole tensors than this is realized, however few its ops
 # (`realization_rules.whole_reads`): each reader's kernel would load them all again.
 REALIZE_SHARED_READS = 4
+# A lazy value of this cost that a reader broadcasts over many more elements is realized
+# (`realization_rules.broadcast_statistic`): a batch norm's per-channel scale.
+REALIZE_BROADCAST_COST = 5
 
 
 class Unlowerable(Exception):
@@ -759,7 +763,12 @@ def _lower_node(ctx: LoweringContext, node: Node) -> None:
                                            upcast_loader(stored, lowered.dtype), [stored],
                                            ctx.origin())  # fmt: skip
                 continue
-        if value.name in ctx.force_realize or shared or lowered.cost > REALIZE_ANY_COST:
+        if (
+            value.name in ctx.force_realize
+            or shared
+            or lowered.cost > REALIZE_ANY_COST
+            or broadcast_statistic(ctx, value, lowered, REALIZE_BROADCAST_COST)
+        ):
             ctx.realize(lowered, ctx.spec_layout(value.name))
 
 
