@@ -41,6 +41,7 @@ class FakeDriver:
     def cuLaunchKernel(self, function: int, gx: int, gy: int, gz: int, bx: int, by: int,
                        bz: int, shared: int, stream: int, params: Any, extra: Any) -> int:  # fmt: skip
         slots = [ctypes.c_uint64.from_address(params[i]).value for i in range(6)]
+        function, stream = (getattr(x, "value", x) for x in (function, stream))  # c_void_p
         self.launches.append({"function": function, "grid": gx, "threads": bx,
                               "shared": shared, "stream": stream, "slots": slots})  # fmt: skip
         return 0

@@ -133,7 +133,7 @@ class CubinKernel:
         self._functions: dict[tuple[bool, int], int | _Refused] = {}
         self._load_lock = threading.Lock()
         self._buffer_lock = threading.Lock()  # the fast path's parameter buffer
-        self._fast_functions: dict[int, int] = {}  # device -> aligned CUfunction
+        self._fast_functions: dict[int, Any] = {}  # device -> aligned CUfunction (c_void_p)
         self._fast_made = False
         self.launch = self.launch_general
 
@@ -247,7 +247,7 @@ class CubinKernel:
                     function = _REFUSED
                 self._functions[key] = function
                 if aligned and isinstance(function, int):
-                    self._fast_functions[device] = function
+                    self._fast_functions[device] = ctypes.c_void_p(function)
         return function
 
     def _fast_launch(self, variant: CubinVariant) -> Callable[..., None]:
@@ -273,10 +273,13 @@ class CubinKernel:
         values = ", ".join([f"_e_p{i}" if i in self.pointers else n for i, n in enumerate(names)])
         values = f"{values}, 0, 0" if values else "0, 0"
         lines.append(f"            _e_pack(_e_buffer, 0, {values})")
+        lines.append("            _e_raw = _e_stream(_e_device)")
+        lines.append("            _e_handle = _e_streams.get(_e_raw)")
+        lines.append("            if _e_handle is None:")
+        lines.append("                _e_handle = _e_new_stream(_e_raw)")
         lines.append(
             f"            _e_result = _e_launch(_e_function, _e_grid, 1, 1, "
-            f"{32 * variant.num_warps}, 1, 1, {variant.shared}, _e_stream(_e_device), "
-            "_e_params, None)"
+            f"{32 * variant.num_warps}, 1, 1, {variant.shared}, _e_handle, _e_params, None)"
         )
         lines.append("            if _e_result:")
         lines.append("                _e_check(_e_result, _e_what)")
@@ -292,8 +295,10 @@ class CubinKernel:
             "_e_pack": struct.Struct(self.packing).pack_into,
             "_e_buffer": buffer,
             "_e_params": params,
-            "_e_launch": cuda.driver().cuLaunchKernel,
+            "_e_launch": cuda.raw_launch(),
             "_e_stream": stream_reader(),
+            "_e_streams": _STREAMS,
+            "_e_new_stream": _stream_handle,
             "_e_check": cuda.check,
             "_e_what": f"launching {self.name}",
         }
@@ -302,6 +307,17 @@ class CubinKernel:
         launch.source = source
         launch.keep = (buffer, params)  # alive as long as the function
         return launch
+
+
+# raw stream -> its c_void_p, what the fast path passes to cuLaunchKernel (few streams live)
+_STREAMS: dict[int, Any] = {}
+
+
+def _stream_handle(raw: int) -> Any:
+    if len(_STREAMS) > 256:
+        _STREAMS.clear()
+    handle = _STREAMS[raw] = ctypes.c_void_p(raw)
+    return handle
 
 
 def _device_scope(device: int) -> Any:
