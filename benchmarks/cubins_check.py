@@ -371,6 +371,12 @@ def run_phases(options: argparse.Namespace, cache: str) -> list[dict[str, Any]]:
             stderr, failed = f"timed out after {left:.0f} s (--budget)", True
         found = [json.loads(line[7:]) for line in stdout.splitlines() if line.startswith("RESULT ")]
         rows += found
+        for row in found:  # as they come: a run cut short still says what it measured
+            brief = {k: v for k, v in row.items() if k not in ("phase", "case", "error")}
+            print(
+                f"  {phase:<11} {row.get('case')}: {row.get('error', '')[-300:]} {brief}",
+                flush=True,
+            )
         print(f"[{time.perf_counter() - _START:6.1f} s] {phase}: {len(found)} rows in "
               f"{time.perf_counter() - begin:.1f} s", flush=True)  # fmt: skip
         if failed:
