@@ -296,11 +296,15 @@ def inference(bench: Bench, lengths: list[int], batches: list[int]) -> None:
         )
     within = sum(ms["dynamic"] <= 1.1 * ms["static"] for _, ms in rows)
     faster = sum(ms["dynamic"] < ms["eager"] for _, ms in rows)
-    print(
+    summary = (
         f"ember dynamic within 10% of static at {within}/{len(rows)} points, "
-        f"faster than eager at {faster}/{len(rows)}",
-        flush=True,
+        f"faster than eager at {faster}/{len(rows)}"
     )
+    if peer is not None:
+        ahead = sum(ms["dynamic"] < ms["torch.compile"] for _, ms in rows)
+        summary += f", faster than torch.compile(dynamic=True) at {ahead}/{len(rows)}"
+    print(summary, flush=True)
+    bench.record(kind="summary", text=summary)
 
 
 def decoder(options: argparse.Namespace, context: int) -> TinyDecoder:

@@ -23,6 +23,7 @@ def test_a_tiny_grid_and_training_write_their_rows(tmp_path: Path) -> None:
     assert kinds == [
         "compilations",
         *["inference"] * 4,
+        "summary",
         "training compilations",
         "training",
         "training",
@@ -31,8 +32,9 @@ def test_a_tiny_grid_and_training_write_their_rows(tmp_path: Path) -> None:
     assert rows[0]["compilations"]["dynamic=None, per batch over the lengths"] == {"1": 2, "2": 2}
     assert [(row["batch"], row["length"]) for row in rows[1:5]] == [(1, 4), (1, 8), (2, 4), (2, 8)]
     assert all(set(row["ms"]) == {"eager", "dynamic", "static"} for row in rows[1:5])
-    assert rows[5]["compilations"]["dynamic=None"] == 2
-    assert all(set(row["ms"]) == {"eager", "dynamic"} for row in rows[6:])
+    assert rows[5]["text"].startswith("ember dynamic within 10% of static at ")
+    assert rows[6]["compilations"]["dynamic=None"] == 2
+    assert all(set(row["ms"]) == {"eager", "dynamic"} for row in rows[7:])
 
 
 def test_the_gpt2_small_preset_on_cuda_runs_bf16() -> None:
