@@ -29,7 +29,9 @@ import json
 import statistics
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
+from math import inf
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,7 @@ class Bench:
         self.dtype = getattr(torch, options.dtype)
         self.out = open(options.out, "a") if options.out else None  # noqa: SIM115
         self.errors: dict[str, float] = {}  # worst relative error against eager (GPU)
+        self.keep_going = self.device.type == "cuda"  # see attempt()
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.dtype == torch.float32:
@@ -66,6 +69,21 @@ class Bench:
         if self.out is not None:
             self.out.write(json.dumps({"device": self.device.type, **row}) + "\n")
             self.out.flush()
+
+    def attempt(self, name: str, fn: Callable[[], Any]) -> float | None:
+        """Wall seconds of `fn` (a variant's compilations and first calls); on CUDA, where a
+        run is one long device call, a variant that raises is printed, recorded and left out
+        (None) so the others still report. On CPU an error propagates."""
+        if not self.keep_going:
+            return self.timed(fn)
+        try:
+            return self.timed(fn)
+        except Exception as error:  # noqa: BLE001 - one variant's failure must not end the run
+            text = "".join(traceback.format_exception_only(error)).strip()
+            print(f"ERROR {name}: {text}", flush=True)
+            traceback.print_exc(limit=-6)
+            self.record(kind="error", variant=name, error=text[:4000])
+            return None
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -190,31 +208,36 @@ def inference(bench: Bench, lengths: list[int], batches: list[int]) -> None:
         f"heads {options.heads}, vocabulary {options.vocab}"
     )
 
-    dynamic = ember.compile(model, backend=options.backend)
-    marked = ember.compile(model, backend=options.backend, dynamic=True)
-
     def first_calls(name: str, fn: Callable[..., Any]) -> None:
         with torch.no_grad(), bench.autocast():
             for point in grid:
                 bench.check(name, fn(inputs[point]), model(inputs[point]))
 
-    compile_s = {
-        "dynamic=None": bench.timed(lambda: first_calls("dynamic", dynamic)),
-        "dynamic=True": bench.timed(lambda: first_calls("dynamic=True", marked)),
+    compiled = {
+        "dynamic": ember.compile(model, backend=options.backend),
+        "dynamic=True": ember.compile(model, backend=options.backend, dynamic=True),
     }
-    state = dynamic.forward._ember_compiled
-    captures = {
-        "dynamic=None": state.captures,
-        "dynamic=True": marked.forward._ember_compiled.captures,
+    compile_s = {}
+    for name, fn in list(compiled.items()):
+        seconds = bench.attempt(name, lambda name=name, fn=fn: first_calls(name, fn))
+        if seconds is None:
+            del compiled[name]
+        else:
+            compile_s[name] = seconds
+    state = ember_state(compiled.get("dynamic"))
+    captures: dict[str, Any] = {
+        "dynamic=None": state.captures if state else None,
+        "dynamic=True": getattr(ember_state(compiled.get("dynamic=True")), "captures", None),
     }
     print(
         f"backend {options.backend}, {shape}, batch-major over batches {batches} x lengths "
         f"{lengths}: ember dynamic=None {captures['dynamic=None']} compilations "
-        f"({compile_s['dynamic=None']:.1f} s over the grid's first calls), dynamic=True "
-        f"{captures['dynamic=True']} ({compile_s['dynamic=True']:.1f} s)",
+        f"({compile_s.get('dynamic', float('nan')):.1f} s over the grid's first calls), "
+        f"dynamic=True {captures['dynamic=True']} "
+        f"({compile_s.get('dynamic=True', float('nan')):.1f} s)",
         flush=True,
     )
-    for reason in state.recompile_reasons:
+    for reason in state.recompile_reasons if state else []:
         print(f"  recompile: {reason}")
     # At one batch size over all lengths (the issue's count), each batch in a fresh compile();
     # captured with the eager backend: what capture compiles does not depend on the backend.
@@ -227,19 +250,22 @@ def inference(bench: Bench, lengths: list[int], batches: list[int]) -> None:
         per_batch[b] = sweep.forward._ember_compiled.captures
     captures["dynamic=None, per batch over the lengths"] = per_batch
     print(f"ember dynamic=None at one batch size over all lengths: {per_batch} compilations")
-    peer = None
     if options.torch_compile:
         from torch import _dynamo  # the peer we measure against (benchmarks only)
 
         _dynamo.reset()
         peer = torch.compile(model, dynamic=True)
-        compile_s["torch.compile"] = bench.timed(lambda: first_calls("torch.compile", peer))
-        captures["torch.compile(dynamic=True)"] = _dynamo.utils.counters["stats"]["unique_graphs"]
-        print(
-            f"torch.compile(dynamic=True): {captures['torch.compile(dynamic=True)']} "
-            f"compilations over the grid ({compile_s['torch.compile']:.1f} s)",
-            flush=True,
-        )
+        seconds = bench.attempt("torch.compile", lambda: first_calls("torch.compile", peer))
+        if seconds is not None:
+            compiled["torch.compile"] = peer
+            compile_s["torch.compile"] = seconds
+            graphs = _dynamo.utils.counters["stats"]["unique_graphs"]
+            captures["torch.compile(dynamic=True)"] = graphs
+            print(
+                f"torch.compile(dynamic=True): {graphs} compilations over the grid "
+                f"({seconds:.1f} s)",
+                flush=True,
+            )
     bench.record(
         kind="compilations",
         backend=options.backend,
@@ -251,7 +277,7 @@ def inference(bench: Bench, lengths: list[int], batches: list[int]) -> None:
         batches=batches,
         lengths=lengths,
         compilations=captures,
-        recompile_reasons=state.recompile_reasons,
+        recompile_reasons=state.recompile_reasons if state else None,
         compile_s={name: round(seconds, 2) for name, seconds in compile_s.items()},
         relative_errors=dict(bench.errors),
     )
@@ -259,11 +285,11 @@ def inference(bench: Bench, lengths: list[int], batches: list[int]) -> None:
     unit = "ms (CPU time, fastest round)" if bench.device.type == "cpu" else "ms (median round)"
     print(f"per call, {unit}:")
     header = "batch  length  eager ms  ember-dynamic ms  ember-static ms  dyn/static  eager/dyn"
-    print(header + ("  torch.compile(dynamic) ms" if peer is not None else ""), flush=True)
+    peer_timed = "torch.compile" in compiled
+    print(header + ("  torch.compile(dynamic) ms" if peer_timed else ""), flush=True)
     rows = []
     for point in grid:
         ids = inputs[point]
-        static = ember.compile(model, backend=options.backend, dynamic=False)
 
         def call(fn: Callable[..., Any], ids: torch.Tensor = ids) -> Callable[[], Any]:
             def run() -> Any:
@@ -272,39 +298,62 @@ def inference(bench: Bench, lengths: list[int], batches: list[int]) -> None:
 
             return run
 
-        static_s = bench.timed(lambda: bench.check("static", call(static)(), call(model)()))  # noqa: B023
-        variants = {"eager": call(model), "dynamic": call(dynamic), "static": call(static)}
-        if peer is not None:
-            variants["torch.compile"] = call(peer)
+        variants = {"eager": call(model)}
+        if "dynamic" in compiled:
+            variants["dynamic"] = call(compiled["dynamic"])
+        static = ember.compile(model, backend=options.backend, dynamic=False)
+        static_s = bench.attempt(
+            "static",
+            lambda: bench.check("static", call(static)(), call(model)()),  # noqa: B023
+        )
+        if static_s is not None:
+            variants["static"] = call(static)
+        if peer_timed:
+            variants["torch.compile"] = call(compiled["torch.compile"])
         ms = bench.time_ms(variants, bench.calls(point[0] * point[1], options.budget))
         rows.append((point, ms))
         row = (
-            f"{point[0]:>5}  {point[1]:>6}  {ms['eager']:>8.3f}  {ms['dynamic']:>16.3f}  "
-            f"{ms['static']:>15.3f}  {ms['dynamic'] / ms['static']:>10.2f}  "
-            f"{ms['eager'] / ms['dynamic']:>9.2f}"
+            f"{point[0]:>5}  {point[1]:>6}  {ms['eager']:>8.3f}  {cell(ms, 'dynamic'):>16}  "
+            f"{cell(ms, 'static'):>15}  {ratio(ms, 'dynamic', 'static'):>10}  "
+            f"{ratio(ms, 'eager', 'dynamic'):>9}"
         )
-        if peer is not None:
-            row += f"  {ms['torch.compile']:>25.3f}"
+        if peer_timed:
+            row += f"  {cell(ms, 'torch.compile'):>25}"
         print(row, flush=True)
         bench.record(
             kind="inference",
             batch=point[0],
             length=point[1],
             ms=ms,
-            static_compile_s=round(static_s, 2),
+            static_compile_s=None if static_s is None else round(static_s, 2),
             static_relative_error=bench.errors.pop("static", None),
         )
-    within = sum(ms["dynamic"] <= 1.1 * ms["static"] for _, ms in rows)
-    faster = sum(ms["dynamic"] < ms["eager"] for _, ms in rows)
+    within = sum(ms.get("dynamic", inf) <= 1.1 * ms.get("static", -inf) for _, ms in rows)
+    faster = sum(ms.get("dynamic", inf) < ms["eager"] for _, ms in rows)
     summary = (
         f"ember dynamic within 10% of static at {within}/{len(rows)} points, "
         f"faster than eager at {faster}/{len(rows)}"
     )
-    if peer is not None:
-        ahead = sum(ms["dynamic"] < ms["torch.compile"] for _, ms in rows)
+    if peer_timed:
+        ahead = sum(ms.get("dynamic", inf) < ms["torch.compile"] for _, ms in rows)
         summary += f", faster than torch.compile(dynamic=True) at {ahead}/{len(rows)}"
     print(summary, flush=True)
     bench.record(kind="summary", text=summary)
+
+
+def ember_state(compiled: Any) -> Any:
+    """The capture state behind an ember-compiled module (captures, recompile reasons)."""
+    return None if compiled is None else compiled.forward._ember_compiled
+
+
+def cell(ms: dict[str, float], name: str) -> str:
+    return f"{ms[name]:.3f}" if name in ms else "-"
+
+
+def ratio(ms: dict[str, float], numerator: str, denominator: str) -> str:
+    if numerator not in ms or denominator not in ms:
+        return "-"
+    return f"{ms[numerator] / ms[denominator]:.2f}"
 
 
 def decoder(options: argparse.Namespace, context: int) -> TinyDecoder:
@@ -349,21 +398,25 @@ def train(bench: Bench, lengths: list[int]) -> None:
         runs["torch.compile"] = torch.compile(nets["torch.compile"][0], dynamic=True)
     data = {n: torch.randint(0, options.vocab, (batch, n), device=bench.device) for n in lengths}
     compile_s = {}
-    for name in runs:
-        if name != "eager":
-            compile_s[name] = bench.timed(
-                lambda name=name: [step(runs[name], nets[name][1], data[n]) for n in lengths]
-            )
-    captures = {"dynamic=None": runs["dynamic"].forward._ember_compiled.captures}
-    if options.torch_compile:
+    for name in [name for name in runs if name != "eager"]:
+        seconds = bench.attempt(
+            f"training {name}",
+            lambda name=name: [step(runs[name], nets[name][1], data[n]) for n in lengths],
+        )
+        if seconds is None:
+            del runs[name]
+        else:
+            compile_s[name] = seconds
+    captures = {"dynamic=None": getattr(ember_state(runs.get("dynamic")), "captures", None)}
+    if "torch.compile" in runs:
         captures["torch.compile(dynamic=True)"] = _dynamo.utils.counters["stats"]["unique_graphs"]
     print(
         f"training, batch {batch}, lengths {lengths}: ember {captures['dynamic=None']} "
-        f"compilations ({compile_s['dynamic']:.1f} s over the first steps)"
+        f"compilations ({compile_s.get('dynamic', float('nan')):.1f} s over the first steps)"
         + (
             f", torch.compile(dynamic=True) {captures['torch.compile(dynamic=True)']} "
             f"({compile_s['torch.compile']:.1f} s)"
-            if options.torch_compile
+            if "torch.compile" in runs
             else ""
         ),
         flush=True,
@@ -376,16 +429,19 @@ def train(bench: Bench, lengths: list[int]) -> None:
         compile_s={name: round(seconds, 2) for name, seconds in compile_s.items()},
     )
     header = "length  eager ms/step  ember-dynamic ms/step  eager/dynamic"
-    print(header + ("  torch.compile ms/step" if options.torch_compile else ""))
+    print(header + ("  torch.compile ms/step" if "torch.compile" in runs else ""))
     for n in lengths:
         variants = {
             name: (lambda name=name, ids=data[n]: step(runs[name], nets[name][1], ids))
             for name in runs
         }
         ms = bench.time_ms(variants, bench.calls(batch * n, options.budget // 2))
-        row = f"{n:>6}  {ms['eager']:>13.3f}  {ms['dynamic']:>21.3f}  {ms['eager'] / ms['dynamic']:>13.2f}"
-        if options.torch_compile:
-            row += f"  {ms['torch.compile']:>21.3f}"
+        row = (
+            f"{n:>6}  {ms['eager']:>13.3f}  {cell(ms, 'dynamic'):>21}  "
+            f"{ratio(ms, 'eager', 'dynamic'):>13}"
+        )
+        if "torch.compile" in runs:
+            row += f"  {cell(ms, 'torch.compile'):>21}"
         print(row, flush=True)
         bench.record(kind="training", batch=batch, length=n, ms=ms)
 

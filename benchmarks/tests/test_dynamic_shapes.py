@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.dynamic_shapes import main, parse
+from benchmarks.dynamic_shapes import Bench, main, parse
 
 
 def test_a_tiny_grid_and_training_write_their_rows(tmp_path: Path) -> None:
@@ -42,3 +42,18 @@ def test_the_gpt2_small_preset_on_cuda_runs_bf16() -> None:
     assert (options.width, options.depth, options.heads, options.vocab) == (768, 2, 12, 50257)
     assert options.dtype == "bfloat16"
     assert parse([]).dtype == "float32"
+
+
+def test_a_failing_variant_on_the_gpu_is_recorded_and_left_out(tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    bench = Bench(parse(["--out", str(out)]))
+    bench.keep_going = True  # as on CUDA
+
+    def broken() -> None:
+        raise RuntimeError("symbolic kernel failed")
+
+    assert bench.attempt("dynamic", broken) is None
+    assert bench.attempt("static", lambda: None) is not None
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["kind"] == "error" and row["variant"] == "dynamic"
+    assert "symbolic kernel failed" in row["error"]
