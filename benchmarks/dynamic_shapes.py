@@ -59,6 +59,7 @@ class Bench:
         self.out = open(options.out, "a") if options.out else None  # noqa: SIM115
         self.errors: dict[str, float] = {}  # worst relative error against eager (GPU)
         self.keep_going = self.device.type == "cuda"  # see attempt()
+        self.started = time.perf_counter()
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.dtype == torch.float32:
@@ -172,6 +173,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--train-batch", type=int, default=4)
     parser.add_argument("--skip-inference", action="store_true", help="only --train's loop")
+    parser.add_argument(
+        "--stop-after", type=float, help="seconds: start no grid point after this (a device budget)"
+    )
     parser.add_argument("--out", help="append the results as JSON lines to this file")
     options = parser.parse_args(argv)
     shape = {**DEFAULTS, **PRESETS.get(options.preset or "", {})}
@@ -289,6 +293,10 @@ def inference(bench: Bench, lengths: list[int], batches: list[int]) -> None:
     print(header + ("  torch.compile(dynamic) ms" if peer_timed else ""), flush=True)
     rows = []
     for point in grid:
+        spent = time.perf_counter() - bench.started
+        if options.stop_after is not None and spent > options.stop_after:
+            print(f"stopping after {spent:.0f} s (--stop-after): {len(rows)} points measured")
+            break
         ids = inputs[point]
 
         def call(fn: Callable[..., Any], ids: torch.Tensor = ids) -> Callable[[], Any]:
@@ -328,6 +336,8 @@ def inference(bench: Bench, lengths: list[int], batches: list[int]) -> None:
             static_compile_s=None if static_s is None else round(static_s, 2),
             static_relative_error=bench.errors.pop("static", None),
         )
+    if not rows:
+        return
     within = sum(ms.get("dynamic", inf) <= 1.1 * ms.get("static", -inf) for _, ms in rows)
     faster = sum(ms.get("dynamic", inf) < ms["eager"] for _, ms in rows)
     summary = (
