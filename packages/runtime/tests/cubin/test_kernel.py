@@ -204,16 +204,19 @@ FAKE_LIBCUDA = r"""
 #include <stdint.h>
 #include <string.h>
 uint64_t slots[16]; uint64_t last_stream; unsigned last_grid, last_threads, last_shared, count;
+unsigned context_sets;
+static __thread void *current;  /* as the driver: a context is current per thread */
 int cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                    unsigned by, unsigned bz, unsigned shared, void *stream, void **params,
                    void **extra) {
+    if (!current) return 201;  /* CUDA_ERROR_INVALID_CONTEXT */
     for (int i = 0; i < 6; i++) memcpy(&slots[i], params[i], 8);
     last_stream = (uint64_t)stream; last_grid = gx; last_threads = bx; last_shared = shared;
     count++;
     return 0;
 }
-int cuCtxGetCurrent(void **context) { *context = (void *)1; return 0; }
-int cuCtxSetCurrent(void *context) { return 0; }
+int cuCtxGetCurrent(void **context) { *context = current; return 0; }
+int cuCtxSetCurrent(void *context) { current = context; context_sets++; return 0; }
 int cuDeviceGet(int *device, int ordinal) { *device = ordinal; return 0; }
 int cuDevicePrimaryCtxRetain(void **context, int device) { *context = (void *)1; return 0; }
 int cuModuleLoadData(void **module, const char *image) {  /* 200: CUDA_ERROR_INVALID_IMAGE */
@@ -227,7 +230,9 @@ int cuFuncSetAttribute(void *function, int attribute, int value) { return 0; }
 int cuFuncGetAttribute(int *value, int attribute, void *function) { *value = 0; return 0; }
 int cuDeviceGetAttribute(int *value, int attribute, int device) { *value = 232448; return 0; }
 int cuGetErrorName(int error, const char **name) {
-    *name = error == 200 ? "CUDA_ERROR_INVALID_IMAGE" : "CUDA_ERROR_UNKNOWN"; return 0;
+    *name = error == 200 ? "CUDA_ERROR_INVALID_IMAGE"
+          : error == 201 ? "CUDA_ERROR_INVALID_CONTEXT" : "CUDA_ERROR_UNKNOWN";
+    return 0;
 }
 """
 
@@ -274,3 +279,57 @@ def test_launches_through_ctypes_into_a_c_driver(
     assert calls == [1000] and ctypes.c_uint.in_dll(library, "count").value == 2
     big = CubinVariant(cubin=b"cubin", function="k", num_warps=4, shared=100_000)
     CubinKernel("k", SIGNATURE, 128, big).load(-1)  # opts in to more shared memory
+
+
+def _c_driver(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """FAKE_LIBCUDA built and put in place of libcuda (skips without a C compiler)."""
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    source, library_path = tmp_path / "fake_cuda.c", tmp_path / "libfakecuda.so"
+    source.write_text(FAKE_LIBCUDA)
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library_path), str(source)], check=True)
+    library = cuda.declare(ctypes.CDLL(str(library_path)))
+    monkeypatch.setattr(cuda, "driver", lambda: library)
+    monkeypatch.setattr(kernel_module, "current_stream", lambda device: 5)
+    monkeypatch.setattr(kernel_module, "stream_reader", lambda: lambda device: 5)
+    return library
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["general path", "fast path"])
+def test_a_thread_without_a_current_context_launches(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, warm: bool
+) -> None:
+    """autograd runs the backward on its own device thread, where torch's runtime calls make
+    the primary context current only lazily: the driver refuses a launch there with
+    CUDA_ERROR_INVALID_CONTEXT until the kernel makes the context current (the H100's
+    cached-cubin training steps failed so before)."""
+    library = _c_driver(tmp_path, monkeypatch)
+    kernel = CubinKernel("k", SIGNATURE, 128, ALIGNED)
+    x, y = torch.zeros(1000), torch.zeros(1000)
+    if warm:  # loaded and launched on this thread: the next launch takes the fast path
+        kernel.launch(1000, x, y, 1000, 1.0)
+        assert kernel.launch != kernel.launch_general
+    else:
+        kernel.load(-1)
+    errors: list[BaseException] = []
+
+    def backward_thread() -> None:
+        try:
+            kernel.launch(1000, x, y, 1000, 3.0)
+            kernel.launch(1000, x, y, 1000, 4.0)  # the context stays current
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            errors.append(error)
+
+    sets = ctypes.c_uint.in_dll(library, "context_sets").value
+    thread = threading.Thread(target=backward_thread)
+    thread.start()
+    thread.join()
+    assert errors == []
+    assert list((ctypes.c_uint64 * 4).in_dll(library, "slots")) == [
+        x.data_ptr(), y.data_ptr(), 1000, _bits(4.0),
+    ]  # fmt: skip
+    assert ctypes.c_uint.in_dll(library, "context_sets").value == sets + 1

@@ -129,8 +129,11 @@ class CompiledGraph:
             spec = graph_input.value.spec
             if not isinstance(value, torch.Tensor) or not isinstance(spec, TensorSpec):
                 continue
+            # a 0-d CPU tensor goes with tensors of any device (torch takes it as a number;
+            # memory-efficient attention's philox seed and offset are such tensors on a
+            # GPU): a failure is never blamed on one
             if value.device.type == spec.device.type or (
-                spec.device.type == "cpu" and value.dim() == 0
+                value.device.type == "cpu" and value.dim() == 0
             ):
                 continue
             name = graph_input.target or graph_input.value.name

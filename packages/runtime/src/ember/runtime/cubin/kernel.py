@@ -191,10 +191,14 @@ class CubinKernel:
         values.append(0)  # profile scratch: only profilers ask for it
         buffer, params = self._parameters()
         struct.pack_into(self.packing, buffer, 0, *values)
-        result = cuda.driver().cuLaunchKernel(
-            function, grid, 1, 1, 32 * variant.num_warps, 1, 1, variant.shared,
-            current_stream(device), params, None,
-        )  # fmt: skip
+        for attempt in range(2):
+            result = cuda.driver().cuLaunchKernel(
+                function, grid, 1, 1, 32 * variant.num_warps, 1, 1, variant.shared,
+                current_stream(device), params, None,
+            )  # fmt: skip
+            if result != cuda.CUDA_ERROR_INVALID_CONTEXT or attempt:
+                break
+            cuda.ensure_context(device)  # a thread with no context yet (autograd's backward)
         cuda.check(result, f"launching {self.name}")
         del scratch  # freed on the stream's order by the caching allocator
         if aligned and not variant.global_scratch_size and not self._fast_made:
@@ -277,12 +281,20 @@ class CubinKernel:
         lines.append("            _e_handle = _e_streams.get(_e_raw)")
         lines.append("            if _e_handle is None:")
         lines.append("                _e_handle = _e_new_stream(_e_raw)")
-        lines.append(
-            f"            _e_result = _e_launch(_e_function, _e_grid, 1, 1, "
-            f"{32 * variant.num_warps}, 1, 1, {variant.shared}, _e_handle, _e_params, None)"
+        call = (
+            f"_e_launch(_e_function, _e_grid, 1, 1, {32 * variant.num_warps}, 1, 1, "
+            f"{variant.shared}, _e_handle, _e_params, None)"
         )
+        lines.append(f"            _e_result = {call}")
         lines.append("            if _e_result:")
-        lines.append("                _e_check(_e_result, _e_what)")
+        # a thread where no context is current yet (autograd's device thread runs the
+        # backward: torch's runtime calls make the primary context current lazily, driver
+        # calls do not): make it current, then launch again
+        lines.append(f"                if _e_result == {cuda.CUDA_ERROR_INVALID_CONTEXT}:")
+        lines.append("                    _e_ensure_context(_e_device)")
+        lines.append(f"                    _e_result = {call}")
+        lines.append("                if _e_result:")
+        lines.append("                    _e_check(_e_result, _e_what)")
         lines.append("    finally:")
         lines.append("        _e_lock.release()")
         source = "\n".join(lines) + "\n"
@@ -300,6 +312,7 @@ class CubinKernel:
             "_e_streams": _STREAMS,
             "_e_new_stream": _stream_handle,
             "_e_check": cuda.check,
+            "_e_ensure_context": cuda.ensure_context,
             "_e_what": f"launching {self.name}",
         }
         exec(compile(source, f"<ember cubin launch of {self.name}>", "exec"), namespace)
