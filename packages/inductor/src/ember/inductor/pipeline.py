@@ -27,6 +27,7 @@ import torch
 
 from ember.inductor.codegen.backend import (
     CHANNELS_LAST_CONVOLUTIONS,
+    CHANNELS_LAST_DEPTHWISE,
     ONE_REDUCTION_DIRECTION,
     CodegenBackend,
     KernelSource,
@@ -301,7 +302,10 @@ def _wants_channels_last(graph: Graph, config: InductorConfig, backend: CodegenB
         return False
     if config.layout_optimization == "channels_last":
         return prefers_channels_last(graph, min_convolutions=1, min_share=0.0)
-    return CHANNELS_LAST_CONVOLUTIONS in backend.capabilities and prefers_channels_last(graph)
+    depthwise = CHANNELS_LAST_DEPTHWISE in backend.capabilities
+    return CHANNELS_LAST_CONVOLUTIONS in backend.capabilities and prefers_channels_last(
+        graph, depthwise=depthwise
+    )
 
 
 def _padded_outputs(

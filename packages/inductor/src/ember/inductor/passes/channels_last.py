@@ -63,13 +63,18 @@ def channels_last_strides(shape: tuple[Any, ...]) -> tuple[int, ...]:
 
 
 def prefers_channels_last(
-    graph: Graph, min_convolutions: int = MIN_CONVOLUTIONS, min_share: float = 0.5
+    graph: Graph,
+    min_convolutions: int = MIN_CONVOLUTIONS,
+    min_share: float = 0.5,
+    depthwise: bool = False,
 ) -> bool:
     """Whether `graph` is convolution-heavy enough to run channels-last: at least
     `min_convolutions` 2-D convolutions (forward or backward, not transposed) doing at least
-    `min_share` of the multiply-adds of its convolutions and matmuls."""
+    `min_share` of the multiply-adds of its convolutions and matmuls, or, with `depthwise`
+    (the backend's depthwise convolutions are slow NCHW), one of them depthwise."""
     values = graph.values()
     convolutions = 0
+    has_depthwise = False
     conv_work = matmul_work = 0
     for node in graph.nodes:
         if node.target in CONVOLUTION_OPERANDS:
@@ -78,10 +83,24 @@ def prefers_channels_last(
                 return False  # transposed, 1-D/3-D or symbolic: leave the Graph alone
             convolutions += 1
             conv_work += work
+            has_depthwise = has_depthwise or _depthwise(node, values)
         elif node.target in ("aten::mm.default", "aten::addmm.default", "aten::bmm.default"):
             matmul_work += _matmul_work(node, values)
     total = conv_work + matmul_work
+    if convolutions >= min_convolutions and depthwise and has_depthwise:
+        return True
     return convolutions >= min_convolutions and conv_work >= min_share * total
+
+
+def _depthwise(node: Node, values: Mapping[str, Value]) -> bool:
+    """Whether a 2-D convolution (or its backward) is depthwise: grouped, one input channel
+    a group."""
+    groups = node.args[8] if node.target == CONVOLUTION else node.args[9]
+    weight = node.args[1] if node.target == CONVOLUTION else node.args[2]
+    spec = values[weight.name].spec if isinstance(weight, Ref) else None
+    if not isinstance(spec, TensorSpec) or not isinstance(groups, int) or groups <= 1:
+        return False
+    return int(spec.shape[1]) == 1
 
 
 def channels_last(

@@ -8,6 +8,7 @@ from importlib import metadata
 
 from ember.inductor.codegen.backend import (
     CHANNELS_LAST_CONVOLUTIONS,
+    CHANNELS_LAST_DEPTHWISE,
     ONE_REDUCTION_DIRECTION,
     KernelSource,
 )
@@ -29,7 +30,9 @@ class CppBackend:
     # torch's CPU convolutions (oneDNN) run NHWC faster than NCHW, as cuDNN's do: small_cnn,
     # Hugging Face's ResNet and ConvNeXt 1.1-1.6x a step channels-last (docs/perf/cpu-kernels.md)
     # and its kernels vectorize along rows or, for reductions read a row apart, across them
-    capabilities = frozenset({"cpu", CHANNELS_LAST_CONVOLUTIONS, ONE_REDUCTION_DIRECTION})
+    capabilities = frozenset(
+        {"cpu", CHANNELS_LAST_CONVOLUTIONS, CHANNELS_LAST_DEPTHWISE, ONE_REDUCTION_DIRECTION}
+    )
     dtypes = frozenset(CPP_TYPES)
     atomic_dtypes = dtypes - HALF_TYPES  # no `omp atomic` on 16-bit storages' bits
     kernel_prefix = "cpp"
