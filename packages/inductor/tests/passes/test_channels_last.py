@@ -22,7 +22,12 @@ from ember.inductor.passes.channels_last import (
     channels_last_strides,
     prefers_channels_last,
 )
-from ember.inductor.pipeline import DECOMPOSITIONS, compile_graph, generate
+from ember.inductor.pipeline import (
+    DECOMPOSITIONS,
+    _wants_channels_last,
+    compile_graph,
+    generate,
+)
 from ember.prims import TensorSpec
 from ember.prims.config import load
 from ember.prims.decompositions import decompose
@@ -316,6 +321,8 @@ def test_a_depthwise_convolution_runs_channels_last_on_the_cpu(tmp_path: Path) -
         graph = decompose(prims.trace(model, x), DECOMPOSITIONS)
         assert not prefers_channels_last(graph)
         assert prefers_channels_last(graph, depthwise=True)
+        # a training forward keeps NCHW: the convolutions' gradients ran slower NHWC
+        assert not _wants_channels_last(graph, load(InductorConfig), CppBackend(), training=True)
         config = dataclasses.replace(load(InductorConfig), cache=False)
         # the depthwise convolution reads the stem's result in channels-last strides
         stem = "(" + "".join(f"{s}, " for s in channels_last_strides((2, 16, 8, 8))) + ")"

@@ -48,7 +48,8 @@ class KernelSource:
 CHANNELS_LAST_CONVOLUTIONS = "channels_last_convolutions"
 # A capability: its depthwise convolutions run NCHW many times slower than channels-last
 # (oneDNN on the CPU: a 7x7 one over 4x256x2x2 1052 against 61 us), so a graph with one runs
-# channels-last however small the convolutions' share of its work (ConvNeXt: its matmuls).
+# channels-last in inference however small the convolutions' share of its work (ConvNeXt:
+# its matmuls).
 CHANNELS_LAST_DEPTHWISE = "channels_last_depthwise"
 # A capability: a kernel's loops are vectorized in one direction, so a reduction reading its
 # input along the kernel's outer loop (a column sum: a layer norm's weight gradient) does not

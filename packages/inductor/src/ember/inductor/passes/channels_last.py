@@ -71,10 +71,11 @@ def prefers_channels_last(
     """Whether `graph` is convolution-heavy enough to run channels-last: at least
     `min_convolutions` 2-D convolutions (forward or backward, not transposed) doing at least
     `min_share` of the multiply-adds of its convolutions and matmuls, or, with `depthwise`
-    (the backend's depthwise convolutions are slow NCHW), one of them depthwise."""
+    (the backend's depthwise convolutions are slow NCHW), one of them a depthwise forward
+    convolution in a Graph with no convolution gradients."""
     values = graph.values()
     convolutions = 0
-    has_depthwise = False
+    has_depthwise = gradients = False
     conv_work = matmul_work = 0
     for node in graph.nodes:
         if node.target in CONVOLUTION_OPERANDS:
@@ -83,11 +84,12 @@ def prefers_channels_last(
                 return False  # transposed, 1-D/3-D or symbolic: leave the Graph alone
             convolutions += 1
             conv_work += work
+            gradients = gradients or node.target == CONVOLUTION_BACKWARD
             has_depthwise = has_depthwise or _depthwise(node, values)
         elif node.target in ("aten::mm.default", "aten::addmm.default", "aten::bmm.default"):
             matmul_work += _matmul_work(node, values)
     total = conv_work + matmul_work
-    if convolutions >= min_convolutions and depthwise and has_depthwise:
+    if convolutions >= min_convolutions and depthwise and has_depthwise and not gradients:
         return True
     return convolutions >= min_convolutions and conv_work >= min_share * total
 
