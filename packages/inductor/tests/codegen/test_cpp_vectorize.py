@@ -387,3 +387,21 @@ def test_tensor_powers_equal_eager() -> None:
     y = torch.randn(40, generator=torch.Generator().manual_seed(1))
     compiled = compile_graph(prims.trace(torch.pow, x, y), (x, y))
     torch.testing.assert_close(compiled(x, y), torch.pow(x, y))
+
+
+def _normalized_max_pool(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    y = torch.relu(x * scale + 1)
+    return torch.ops.aten.max_pool2d_with_indices(y, [3, 3], [2, 2], [1, 1])[0]
+
+
+@needs_compiler
+def test_a_channels_last_max_pool_is_a_vectorized_loop(tmp_path: Path) -> None:
+    """Each window element's bounds check is constant along the channels (the SIMD loop);
+    as `if (in_bounds) { load }` GCC 12 vectorized no loop ("no vectype for .MASK_LOAD"), so
+    ResNet's stem max pool ran scalar. The checks and offsets now come before the loop."""
+    x = torch.randn(2, 16, 12, 12).contiguous(memory_format=torch.channels_last)
+    scale = torch.rand(1, 16, 1, 1) + 0.5
+    compiled = _compiled(_normalized_max_pool, x, scale)
+    module = compiled.module  # type: ignore[attr-defined]
+    # every kernel's loop (the pool's too: it was the one scalar loop of the two)
+    assert vectorized_loops(module, tmp_path) >= module.count('extern "C"')

@@ -37,7 +37,7 @@ from ember.inductor.codegen.cpp.printer import cpp_index
 from ember.inductor.codegen.cpp.row_reuse import row_capacity, shared_rows, structure, subtrees
 from ember.inductor.codegen.cpp.tiling import generate_tiled, transposed_tile
 from ember.inductor.codegen.value_scopes import ValueScopes, operand_key
-from ember.inductor.ir.body import BodyValue
+from ember.inductor.ir.body import BodyValue, walk
 from ember.inductor.ir.indexing import Expr, index_var, product
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel, Member
@@ -65,6 +65,12 @@ class CppKernel(ValueScopes):
         # transposed loads a whole tile reads from its stack buffers (tiling.py), by
         # (storage, index)
         self.staged: dict[tuple[str, str], str] = {}
+        # masked values whose mask does not vary along the SIMD loop, with the offsets of
+        # their loads computed before it (`hoist_window_masks`): by id of the masked value,
+        # and by id of the load its offset variable and the SIMD part of its index
+        self.hoisted: set[int] = set()
+        self.offsets: dict[int, tuple[str, Expr]] = {}
+        self.hoisting = 0  # how many hoisted masked values are being emitted
 
     # ---- emission helpers -------------------------------------------------------------------
 
@@ -107,6 +113,8 @@ class CppKernel(ValueScopes):
                 key: tuple[object, ...] = ("indirect", self.fresh())
             else:
                 key = ("load", str(node.args[0]), str(node.args[1]), node.dtype)
+                if self.hoisting and id(node) in self.offsets:  # elsewhere where masked off
+                    key += (self.offsets[id(node)][0],)
         else:
             operands = [
                 self.value(child, names) if isinstance(child, BodyValue) else child
@@ -147,6 +155,9 @@ class CppKernel(ValueScopes):
                 return widen(stored, staged) if stored in HALF_TYPES else staged
             self.storages[str(storage)] = None
             element = f"{storage}[{self.index(index.xreplace(substitution))}]"
+            if self.hoisting and id(node) in self.offsets:
+                offset, along = self.offsets[id(node)]
+                element = f"{storage}[{self.index(along)} + {offset}]"
             if stored in HALF_TYPES:  # 16-bit bits, a float in registers
                 return widen(stored, element)
             # bool storages are bytes to the compiler (see `_pointee`)
@@ -185,6 +196,17 @@ class CppKernel(ValueScopes):
         mask, inner, other = node.args
         assert isinstance(mask, BodyValue) and isinstance(inner, BodyValue)
         condition = self.value(mask, names)
+        if id(node) in self.hoisted:  # its loads read at offsets computed before the loop
+            self.hoisting += 1
+            try:
+                computed = self.value(inner, dict(names))
+            finally:
+                self.hoisting -= 1
+            result = self.fresh()
+            fallback = literal(other, node.dtype)
+            self.line(f"{CPP_TYPES[node.dtype]} {result} = {condition} ? {computed} : {fallback};")
+            names[id(node)] = result
+            return result
         result = self.fresh()
         self.line(f"{CPP_TYPES[node.dtype]} {result} = {literal(other, node.dtype)};")
         scoped = dict(names)
@@ -226,12 +248,17 @@ class CppKernel(ValueScopes):
                 self.line("#pragma omp simd")
             for position, (variable, size) in enumerate(zip(outer_vars, kernel.outer)):
                 if split is not None and position == split and vector:
+                    if hoistable_masks(kernel, self.program, variable, size):
+                        self.line("{")
+                        self.depth += 1
+                        loops_open += 1
+                        hoist_window_masks(self, variable, size)
                     self.line("#pragma omp simd")
                 bound = self.size(size)
                 self.line(f"for (int64_t {variable} = 0; {variable} < {bound}; ++{variable})")
             self.line("{")
             self.depth += 1
-            loops_open = 1
+            loops_open += 1
         if lanes is None:
             if parallel_outer and tile is None:
                 self.shared = shared_rows(kernel, self.program.size_ranges)
@@ -502,3 +529,117 @@ def _rounded_to(member: Member, dtype: torch.dtype) -> bool:
     rounded); a reduction stores its result, not its body."""
     body = member.body
     return member.level != "reduction" and body.op == "to_dtype" and body.dtype == dtype
+
+
+# Integer ops that trap on some operands (a zero divisor), which a masked-off lane may hold.
+TRAPPING_INTEGER_OPS = frozenset({"div", "floordiv", "truncdiv", "remainder", "fmod"})
+
+
+def _window_masks(
+    kernel: Kernel, program: Program, variable: sympy.Symbol, size: Expr
+) -> list[tuple[BodyValue, list[tuple[BodyValue, Expr, Expr]]]]:
+    """The masked values of a pointwise kernel whose mask is index arithmetic not reading
+    `variable` (the SIMD loop's), each with its loads as (load, the index's terms in
+    `variable`, the rest): a pooling window's bounds checks. Such a value may be computed
+    in every lane, its loads reading `index` where the mask is on and the terms in
+    `variable` alone where it is off, when those stay inside a buffer of known size and
+    nothing in it traps. GCC 12 vectorized no loop holding `if (mask) { load }` with a mask
+    constant along the loop ("no vectype for .MASK_LOAD"): ResNet's channels-last stem max
+    pool ran scalar, 9 such blocks an output."""
+    found = []
+    seen: set[int] = set()
+    extent = sympy.sympify(size)
+    for member in kernel.members:
+        for value in walk(member.body):
+            if value.op != "masked" or id(value) in seen:
+                continue
+            seen.add(id(value))
+            mask, inner = value.args[0], value.args[1]
+            assert isinstance(mask, BodyValue) and isinstance(inner, BodyValue)
+            symbols = _index_symbols(mask)
+            if symbols is None or variable in symbols or not extent.is_Integer:
+                continue
+            loads = _offset_loads(inner, program, variable, int(extent), symbols)
+            if loads is not None:
+                found.append((value, loads))
+    return found
+
+
+def _index_symbols(tree: BodyValue) -> set[sympy.Symbol] | None:
+    """The loop variables a mask reads, None where it loads memory or draws numbers."""
+    symbols: set[sympy.Symbol] = set()
+    for value in walk(tree):
+        if value.op in ("load", "random", "masked"):
+            return None
+        for arg in value.args:
+            if isinstance(arg, sympy.Expr):
+                symbols |= arg.free_symbols
+    return symbols
+
+
+def _offset_loads(
+    inner: BodyValue,
+    program: Program,
+    variable: sympy.Symbol,
+    extent: int,
+    mask_symbols: set[sympy.Symbol],
+) -> list[tuple[BodyValue, Expr, Expr]] | None:
+    """The loads of `inner` whose index reads what the mask reads, split into the terms in
+    `variable` and the rest; the others read the elements lanes where the mask is on read
+    (a batch norm's per-channel scale), so they need no offset. None where one can not be
+    offset safely."""
+    loads = []
+    for value in walk(inner):
+        if value.op in ("masked", "random") or (
+            value.op in TRAPPING_INTEGER_OPS and not value.dtype.is_floating_point
+        ):
+            return None
+        if value.op != "load":
+            continue
+        index, indirect = value.args[1], value.args[2]
+        if indirect or not isinstance(index, sympy.Expr):
+            return None
+        if not index.free_symbols & mask_symbols:
+            continue
+        along = sum(
+            (
+                term
+                for term in sympy.Add.make_args(sympy.expand(index))
+                if variable in term.free_symbols
+            ),
+            sympy.S.Zero,
+        )
+        coefficient = along.coeff(variable) if along != 0 else sympy.S.Zero
+        if along != coefficient * variable or not coefficient.is_Integer or coefficient < 0:
+            return None
+        storage = program.storages.get(str(value.args[0]))
+        layout = None if storage is None else storage.layout or storage.declared
+        if layout is None or str(value.args[0]) in program.unbounded:
+            return None
+        elements = sympy.sympify(product(layout.size)) if layout.size else sympy.S.One
+        if not elements.is_Integer or int(coefficient) * (extent - 1) >= int(elements):
+            return None
+        loads.append((value, along, sympy.expand(index) - along))
+    return loads
+
+
+def hoistable_masks(kernel: Kernel, program: Program, variable: sympy.Symbol, size: Expr) -> bool:
+    return bool(_window_masks(kernel, program, variable, size))
+
+
+def hoist_window_masks(writer: CppKernel, variable: sympy.Symbol, size: Expr) -> None:
+    """Emit, before the SIMD loop over `variable`, each window mask and its loads' offsets
+    (`mask ? index - the terms in variable : 0`); `_masked` and the loads use them."""
+    made: dict[str, str] = {}  # offsets by their expression
+    for masked, loads in _window_masks(writer.kernel, writer.program, variable, size):
+        mask = masked.args[0]
+        assert isinstance(mask, BodyValue)
+        condition = writer.value(mask, {})
+        for load, along, rest in loads:
+            line = f"{condition} ? {writer.index(rest)} : 0L"
+            offset = made.get(line)
+            if offset is None:
+                offset = made[line] = writer.fresh("off")
+                writer.line(f"int64_t {offset} = {line};")
+            writer.offsets[id(load)] = (offset, along)
+        writer.hoisted.add(id(masked))
