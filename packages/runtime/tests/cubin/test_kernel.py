@@ -237,12 +237,11 @@ int cuGetErrorName(int error, const char **name) {
 """
 
 
-def test_launches_through_ctypes_into_a_c_driver(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The real ctypes marshalling (the driver's argument types, the slot-address array, the
-    module loading calls) into a C stand-in for libcuda: what a GPU's driver would read, and a
-    cubin it refuses launched through Triton."""
+def _c_driver(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, stream: Any = lambda device: 5
+) -> Any:
+    """FAKE_LIBCUDA built and put in place of libcuda with the real argument types (skips
+    without a C compiler); `stream(device)` is the current stream each launch reads."""
     import shutil
     import subprocess
 
@@ -252,11 +251,21 @@ def test_launches_through_ctypes_into_a_c_driver(
     source, library_path = tmp_path / "fake_cuda.c", tmp_path / "libfakecuda.so"
     source.write_text(FAKE_LIBCUDA)
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library_path), str(source)], check=True)
-    library = cuda.declare(ctypes.CDLL(str(library_path)))  # the real argument types
+    library = cuda.declare(ctypes.CDLL(str(library_path)))
     monkeypatch.setattr(cuda, "driver", lambda: library)
+    monkeypatch.setattr(kernel_module, "current_stream", stream)
+    monkeypatch.setattr(kernel_module, "stream_reader", lambda: stream)
+    return library
+
+
+def test_launches_through_ctypes_into_a_c_driver(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real ctypes marshalling (the driver's argument types, the slot-address array, the
+    module loading calls) into a C stand-in for libcuda: what a GPU's driver would read, and a
+    cubin it refuses launched through Triton."""
     stream = [0x7F00_0000_1000]
-    monkeypatch.setattr(kernel_module, "current_stream", lambda device: stream[0])
-    monkeypatch.setattr(kernel_module, "stream_reader", lambda: lambda device: stream[0])
+    library = _c_driver(tmp_path, monkeypatch, lambda device: stream[0])
     kernel = CubinKernel("k", SIGNATURE, 128, ALIGNED)
     x, y = torch.zeros(1000), torch.zeros(1000)
     for scale in (0.5, -2.0):  # the general path, then the generated one
@@ -279,24 +288,6 @@ def test_launches_through_ctypes_into_a_c_driver(
     assert calls == [1000] and ctypes.c_uint.in_dll(library, "count").value == 2
     big = CubinVariant(cubin=b"cubin", function="k", num_warps=4, shared=100_000)
     CubinKernel("k", SIGNATURE, 128, big).load(-1)  # opts in to more shared memory
-
-
-def _c_driver(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """FAKE_LIBCUDA built and put in place of libcuda (skips without a C compiler)."""
-    import shutil
-    import subprocess
-
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        pytest.skip("no C compiler")
-    source, library_path = tmp_path / "fake_cuda.c", tmp_path / "libfakecuda.so"
-    source.write_text(FAKE_LIBCUDA)
-    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library_path), str(source)], check=True)
-    library = cuda.declare(ctypes.CDLL(str(library_path)))
-    monkeypatch.setattr(cuda, "driver", lambda: library)
-    monkeypatch.setattr(kernel_module, "current_stream", lambda device: 5)
-    monkeypatch.setattr(kernel_module, "stream_reader", lambda: lambda device: 5)
-    return library
 
 
 @pytest.mark.parametrize("warm", [False, True], ids=["general path", "fast path"])
