@@ -156,8 +156,8 @@ class CppKernel(ValueScopes):
             self.storages[str(storage)] = None
             element = f"{storage}[{self.index(index.xreplace(substitution))}]"
             if self.hoisting and id(node) in self.offsets:
-                offset, along = self.offsets[id(node)]
-                element = f"{storage}[{self.index(along)} + {offset}]"
+                start, along = self.offsets[id(node)]
+                element = f"{storage}[{self.index(along)} + {start}]"
             if stored in HALF_TYPES:  # 16-bit bits, a float in registers
                 return widen(stored, element)
             # bool storages are bytes to the compiler (see `_pointee`)
