@@ -19,6 +19,7 @@ from ember.capture.guards.source import LocalSource, SizeSource
 from ember.capture.guards.symbolic import SizeCondition, to_python
 from ember.capture.testing import CompileCounter, TinyDecoder
 from ember.prims.specs import symbol
+from ember.prims.testing.torch_releases import matmul_reading_concrete_sizes
 
 
 def scale_and_sum(x):
@@ -344,3 +345,29 @@ def test_a_batch_by_length_grid_compiles_per_batch_kind_not_per_point() -> None:
         assert graphs([point for point in grid if point[0] == batch]) == [0, 1]
     # a call that changes both dims learns both in one recompile
     assert graphs([(1, 4), (4, 16), (16, 64), (4, 4)]) == [0, 2]
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "bf16-autocast"])
+def test_a_torch_whose_matmul_reads_sizes_still_gets_one_symbolic_length(autocast: bool) -> None:
+    """Issue 19 on the GPU machine (torch 2.11): its C++ matmul read concrete sizes, so the
+    attention scores `q @ k.transpose(-2, -1)` guarded `length == N` and every prompt length
+    recompiled, under dynamic=None and dynamic=True alike. The tracer's own matmul keeps the
+    length symbolic whatever the release (emulated here on CI's torch)."""
+    torch.manual_seed(0)
+    model = TinyDecoder().eval()
+    tolerance = {"rtol": 2e-2, "atol": 2e-2} if autocast else {}
+
+    def graphs(dynamic: bool | None) -> list[int]:
+        counter = CompileCounter()
+        compiled = ember_compile(model, backend=counter, dynamic=dynamic)
+        with torch.no_grad(), torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+            for length in (4, 16, 32):
+                ids = torch.randint(0, 50, (2, length))
+                torch.testing.assert_close(compiled(ids), model(ids), **tolerance)
+        reasons = recompile_reasons(compiled.forward)
+        assert not any("breaks the size guard" in reason for reason in reasons), reasons
+        return [len(graph.symbols) for graph in counter.graphs]
+
+    with matmul_reading_concrete_sizes():
+        assert graphs(None) == [0, 1]
+        assert graphs(True) == [2]

@@ -11,6 +11,8 @@ from typing import Any
 import torch
 
 from ember.prims.errors import TraceError
+from ember.prims.tracer.symbolic_composites import SYMBOLIC_COMPOSITES
+from ember.prims.tracer.symbolic_meta import has_symbolic_sizes
 
 
 class TracerTensor(torch.Tensor):
@@ -45,8 +47,19 @@ class TracerTensor(torch.Tensor):
         tensor.owner = owner
         return tensor
 
-    # Go straight to __torch_dispatch__: the tracer records ATen calls, not torch functions.
-    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+    # The tracer records ATen calls, not torch functions: every torch function goes on to
+    # __torch_dispatch__, except a composite whose C++ decomposition would specialize symbolic
+    # sizes (symbolic_composites.py), which runs in ember's own form.
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        with torch._C.DisableTorchFunctionSubclass():
+            rule = SYMBOLIC_COMPOSITES.get(func)
+            if rule is not None and has_symbolic_sizes(args, kwargs):
+                result = rule(*args, **kwargs)
+                if result is not NotImplemented:
+                    return result
+            return func(*args, **kwargs)
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:  # type: ignore[override]
