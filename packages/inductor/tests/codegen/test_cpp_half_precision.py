@@ -10,6 +10,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -79,13 +80,21 @@ def _transcendental(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.gelu(x * y + 1.5).sigmoid() * 0.1 - torch.tanh(y).exp()
 
 
+def _two_operand_chain(
+    fn: Any, dtype: torch.dtype, caplog: pytest.LogCaptureFixture
+) -> tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor]:
+    """`fn` of two 64x300 `dtype` tensors, compiled: the operands, the compiled function and
+    its result."""
+    x, y = _random(64, 300, dtype=dtype), _random(64, 300, dtype=dtype, seed=1)
+    compiled = _compiled(fn, x, y, caplog=caplog)
+    return x, y, compiled, compiled(x, y)  # type: ignore[operator]
+
+
 @pytest.mark.parametrize("dtype", HALF)
 def test_a_pointwise_chain_rounds_its_float_result_once(
     dtype: torch.dtype, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    x, y = _random(64, 300, dtype=dtype), _random(64, 300, dtype=dtype, seed=1)
-    compiled = _compiled(_arithmetic, x, y, caplog=caplog)
-    ours = compiled(x, y)  # type: ignore[operator]
+    x, y, compiled, ours = _two_operand_chain(_arithmetic, dtype, caplog)
     assert ours.dtype == dtype
     # the chain computes in float and rounds on store: eager's rounding of the float result
     torch.testing.assert_close(ours, _arithmetic(x.float(), y.float()).to(dtype), rtol=0, atol=0)
@@ -99,9 +108,7 @@ def test_a_pointwise_chain_rounds_its_float_result_once(
 def test_a_transcendental_chain_is_a_vectorized_loop(
     dtype: torch.dtype, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    x, y = _random(64, 300, dtype=dtype), _random(64, 300, dtype=dtype, seed=1)
-    compiled = _compiled(_transcendental, x, y, caplog=caplog)
-    ours = compiled(x, y)  # type: ignore[operator]
+    x, y, compiled, ours = _two_operand_chain(_transcendental, dtype, caplog)
     # erf, exp and tanh differ from eager's float kernels by an ulp or so before rounding
     float_result = _transcendental(x.float(), y.float()).to(dtype)
     torch.testing.assert_close(ours, float_result, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])

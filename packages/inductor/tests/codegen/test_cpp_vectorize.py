@@ -243,17 +243,23 @@ def test_a_row_softmax_calls_exp_in_one_loop(tmp_path: Path) -> None:
     assert _calls(compiled.module, tmp_path, "exp") == 1  # type: ignore[attr-defined]
 
 
+def _checked_masked_softmax(batch: int, length: int) -> str:
+    """The C++ module of a compiled causal masked softmax over `batch` x `length` x `length`
+    scores, after checking its values against eager."""
+    scores = torch.randn(batch, length, length, generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(length, length, dtype=torch.bool).tril()
+    compiled = compile_graph(prims.trace(_masked_softmax, scores, mask), (scores, mask))
+    torch.testing.assert_close(compiled(scores, mask), _masked_softmax(scores, mask))
+    return compiled.module  # type: ignore[attr-defined,no-any-return]
+
+
 @needs_objdump
 @needs_compiler
 def test_a_masked_softmax_calls_no_libm_exp(tmp_path: Path) -> None:
     # libmvec's expf runs a scalar call per lane for -inf (half of a causal mask's lanes):
     # TinyDecoder's softmax at 16x256 tokens spent 13 of its 15 ms there; ember_exp has no
     # slow path
-    scores = torch.randn(8, 64, 64, generator=torch.Generator().manual_seed(0))
-    mask = torch.ones(64, 64, dtype=torch.bool).tril()
-    compiled = compile_graph(prims.trace(_masked_softmax, scores, mask), (scores, mask))
-    torch.testing.assert_close(compiled(scores, mask), _masked_softmax(scores, mask))
-    module = compiled.module  # type: ignore[attr-defined]
+    module = _checked_masked_softmax(batch=8, length=64)
     assert _calls(module, tmp_path, "v_expf") + _calls(module, tmp_path, "expf@") == 0
     assert _calls(module, tmp_path, "ember_exp") >= 1
 
@@ -268,11 +274,7 @@ def _callees(module: str, directory: Path) -> list[str]:
 def test_a_masked_softmax_over_short_rows_runs_exp_on_vectors(tmp_path: Path) -> None:
     # a row loop that loads the mask's bytes took 64 lanes, more than a row of 16 holds: GCC
     # unrolled it into 16 scalar ember_exp calls (4x16 tokens: 58 us a call, 25 us widened)
-    scores = torch.randn(4, 16, 16, generator=torch.Generator().manual_seed(0))
-    mask = torch.ones(16, 16, dtype=torch.bool).tril()
-    compiled = compile_graph(prims.trace(_masked_softmax, scores, mask), (scores, mask))
-    torch.testing.assert_close(compiled(scores, mask), _masked_softmax(scores, mask))
-    callees = _callees(compiled.module, tmp_path)  # type: ignore[attr-defined]
+    callees = _callees(_checked_masked_softmax(batch=4, length=16), tmp_path)
     assert not [c for c in callees if "ember_exp" in c and not c.startswith("_ZGV")], callees
     assert [c for c in callees if "ember_exp" in c], callees
 

@@ -119,6 +119,11 @@ def lazy(dtype: torch.dtype, size: Sequence[Expr], fn: Loader, inputs: Sequence[
     return Lazy(dtype, tuple(size), fn, reads, origins, cost=cost)
 
 
+def copy_of(value: StorageView, origin: str = "output") -> Lazy:
+    """A Lazy reading every element of `value`: realized, a copy in the layout asked for."""
+    return Lazy(value.dtype, value.size, value.loader(), value.reads, (origin,))
+
+
 def view_of(value: TensorValue, size: Sequence[Expr], fn: Loader) -> Lazy:
     """A lazy view: an index function over `value`; marks `value` as viewed."""
     if isinstance(value, Lazy):

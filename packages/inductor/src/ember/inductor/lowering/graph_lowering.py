@@ -21,7 +21,14 @@ from ember.inductor.errors import InductorError
 from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr, as_expr, index_var, same
 from ember.inductor.ir.program import ExternNode, LoopNode, Program, Storage, TensorArg
-from ember.inductor.ir.tensors import Layout, Lazy, Relayout, StorageView, TensorValue, lazy
+from ember.inductor.ir.tensors import (
+    Layout,
+    Lazy,
+    Relayout,
+    StorageView,
+    TensorValue,
+    copy_of,
+)
 from ember.inductor.lowering.argument_aliasing import aliased_argument, mutated_positions
 from ember.inductor.lowering.argument_layouts import (
     checked_argument,
@@ -30,16 +37,9 @@ from ember.inductor.lowering.argument_layouts import (
     repeated_once,
     same_strides,
 )
-from ember.inductor.lowering.realization_rules import (
-    broadcast_statistic,
-    expands,
-    narrow_upcast,
-    one_expression,
-    row_local_readers,
-    trace_body,
-    upcast_loader,
-    whole_reads,
-)
+from ember.inductor.lowering.graph_outputs import lower_outputs
+from ember.inductor.lowering.layout_geometry import dense, extent, same_elements, spec_layout
+from ember.inductor.lowering.realization_rules import store_if_needed, trace_body
 from ember.inductor.lowering.split_reduction import Split, plan_split, reads_along_outputs
 from ember.inductor.lowering.table import LOWERINGS
 from ember.prims import Graph, Node, Ref, TensorSpec, Value, resolve_op
@@ -54,21 +54,6 @@ SUPPORTED_DTYPES = frozenset(
     {torch.float32, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8,
      torch.uint8, torch.bool}
 )  # fmt: skip
-
-# A lazy value read by more than one node is computed once into a buffer past this cost.
-REALIZE_SHARED_COST = 16
-# Any lazy value is computed into a buffer past this cost (bounds inlined body sizes).
-REALIZE_ANY_COST = 400
-# A shared lazy value whose readers are all elementwise or reduction prims stays lazy up to
-# this cost (`realization_rules.row_local_readers`).
-REALIZE_ROW_LOCAL_COST = 64
-ROW_LOCAL_READS = 4  # ...and reads at most this many storages (each reader reads them again)
-# A shared lazy value loading more whole tensors than this is realized, however few its ops
-# (`realization_rules.whole_reads`): each reader's kernel would load them all again.
-REALIZE_SHARED_READS = 4
-# A lazy value of this cost that a reader broadcasts over many more elements is realized
-# (`realization_rules.broadcast_statistic`): a batch norm's per-channel scale.
-REALIZE_BROADCAST_COST = 5
 
 
 class Unlowerable(Exception):
@@ -139,12 +124,12 @@ class LoweringContext:
                 return shared
         if layout is None:
             layout = Layout.contiguous(value.dtype, value.size)
-        if _dense(layout):
+        if dense(layout):
             storage = self.new_buffer(layout)
         else:
             # a layout with gaps or an offset (an output whose spec later graphs compile
             # against): allocate the memory it spans and write through the layout
-            storage = self.new_buffer(Layout.contiguous(layout.dtype, (_extent(layout),)))
+            storage = self.new_buffer(Layout.contiguous(layout.dtype, (extent(layout),)))
         variables, tree = trace_body(value.fn, value.size, "x")
         self.program.nodes.append(
             LoopNode(
@@ -185,11 +170,11 @@ class LoweringContext:
             if base.realized is None:
                 planned = relaid(StorageView("", Layout.contiguous(base.dtype, base.size)),
                                   relayouts)  # fmt: skip
-                if planned is None or not _same_layout(planned, wanted):
+                if planned is None or not same_elements(planned, wanted):
                     continue
             memory = self.realize(base)
             final = relaid(memory, relayouts)
-            if final is None or not _same_layout(final, wanted):
+            if final is None or not same_elements(final, wanted):
                 continue  # a base realized earlier in other strides: a nearer one may do
             value.realized = StorageView(memory.storage, final)
             return value.realized
@@ -254,7 +239,7 @@ class LoweringContext:
         if len(values) != 1 or not isinstance(values[0].spec, TensorSpec):
             return None
         layout = spec_layout(values[0].spec)
-        return layout if _dense(layout) else None
+        return layout if dense(layout) else None
 
     def reduction_layout(self, dtype: torch.dtype, size: tuple[Expr, ...]) -> Layout:
         """A reduction result's layout: its spec's when that is dense and describes this
@@ -266,7 +251,7 @@ class LoweringContext:
                 layout.dtype == dtype
                 and len(layout.size) == len(size)
                 and all(same(a, b) for a, b in zip(layout.size, size))
-                and _dense(layout)
+                and dense(layout)
             ):
                 return layout
         return Layout.contiguous(dtype, size)
@@ -389,7 +374,7 @@ class LoweringContext:
                 and checked
                 and not same_strides(value.layout, declared)
             ):
-                value = self._realize_argument(_copy_of(value, self.origin()), declared, True)
+                value = self._realize_argument(copy_of(value, self.origin()), declared, True)
             if isinstance(value, StorageView):
                 reads.add(value.storage)
                 if position in mutated:
@@ -476,7 +461,7 @@ class LoweringContext:
         (a matmul reading 10 of a lazy 64x1000 value's columns stored all 64x1000)."""
         if declared is None:
             return self.realize(value)
-        if _dense(declared):
+        if dense(declared):
             return self.realize(value, declared)
         if not checked:
             return self.realize(value)
@@ -549,18 +534,6 @@ def _viewed_in_place(
     moved = spec_layout(spec)
     return StorageView(
         view.storage, Layout(view.layout.dtype, moved.size, moved.stride, view.layout.offset)
-    )
-
-
-def spec_layout(spec: TensorSpec, relative: bool = False) -> Layout:
-    """The layout a spec describes. `relative`: offsets count from the tensor's first element
-    (inputs and extern results: the wrapper passes `data_ptr()`, whatever storage offset
-    the tensor has at run time)."""
-    return Layout(
-        spec.dtype,
-        tuple(as_expr(s) for s in spec.shape),
-        tuple(as_expr(s) for s in spec.strides),
-        sympy.S.Zero if relative else as_expr(spec.storage_offset),
     )
 
 
@@ -674,26 +647,7 @@ def _lower(
         if root is not None and root != name and root in output_names:
             raise _Restart(root)  # an output that views another output must alias it
     ctx.node = None
-    for position, leaf in enumerate(graph.output_leaves):
-        if isinstance(leaf, Ref):
-            value = ctx.env[leaf.name]
-            if isinstance(value, TensorValue):
-                wanted = _output_layout(ctx, leaf.name, position, output_specs)
-                view = ctx.realize(value, wanted)
-                if wanted is not None and _restrided_copy_needed(program, view, wanted):
-                    if view.dtype in ctx.dtypes and _dense(wanted):
-                        view = ctx.realize(_copy_of(view), wanted)
-                    else:
-                        program.output_restrides[len(program.outputs)] = wanted
-                elif wanted is not None and not program.storages[view.storage].is_input:
-                    # same elements: take the declared strides of size-1 dims too (a 1x1
-                    # weight's gradient from a channels-last convolution)
-                    view = StorageView(view.storage, _size_one_strides(view.layout, wanted))
-                program.outputs.append(TensorArg(view.storage, view.layout))
-                continue
-            program.outputs.append(value)
-        else:
-            program.outputs.append(leaf)
+    lower_outputs(ctx, graph, output_specs)
     return program
 
 
@@ -736,40 +690,7 @@ def _lower_node(ctx: LoweringContext, node: Node) -> None:
             lowered.family.root = value.name
         read = [a for a in args if isinstance(a, Lazy)]
         lowered.sources = _merge(*(a.sources for a in read), lowered.sources, ctx.source())
-        shared = (
-            ctx.uses_left.get(value.name, 0) > 1
-            and lowered.cost > REALIZE_SHARED_COST
-            and not (
-                lowered.cost <= REALIZE_ROW_LOCAL_COST
-                and len(lowered.reads) <= ROW_LOCAL_READS
-                and row_local_readers(ctx, value)
-            )
-            and not one_expression(ctx, value)
-        ) or (
-            ctx.uses_left.get(value.name, 0) > 1
-            and len(lowered.reads) > REALIZE_SHARED_READS
-            and whole_reads(lowered) > REALIZE_SHARED_READS
-            and not one_expression(ctx, value)
-        )
-        shared = shared and not expands(ctx, lowered)
-        if shared and value.name not in ctx.force_realize:
-            narrow = narrow_upcast(node, args, lowered)
-            if narrow is not None:
-                # store the 16-bit value; the exact float32 upcast stays in its readers
-                source = node.args[0]
-                layout = ctx.spec_layout(source.name) if isinstance(source, Ref) else None
-                stored = ctx.realize(narrow, layout)
-                ctx.env[value.name] = lazy(lowered.dtype, lowered.size,
-                                           upcast_loader(stored, lowered.dtype), [stored],
-                                           ctx.origin())  # fmt: skip
-                continue
-        if (
-            value.name in ctx.force_realize
-            or shared
-            or lowered.cost > REALIZE_ANY_COST
-            or broadcast_statistic(ctx, value, lowered, REALIZE_BROADCAST_COST)
-        ):
-            ctx.realize(lowered, ctx.spec_layout(value.name))
+        store_if_needed(ctx, node, args, value, lowered)
 
 
 def _bind(ctx: LoweringContext, arg: Any) -> Any:
@@ -818,91 +739,9 @@ def _hint(node: Node, why: str) -> None:
 
 
 def _copy(ctx: LoweringContext, value: StorageView) -> StorageView:
-    return ctx.realize(_copy_of(value, ctx.origin()))
-
-
-def _copy_of(value: StorageView, origin: str = "output") -> Lazy:
-    return Lazy(value.dtype, value.size, value.loader(), value.reads, (origin,))
-
-
-def _output_layout(
-    ctx: LoweringContext,
-    name: str,
-    position: int,
-    output_specs: Sequence[TensorSpec | None] | None,
-) -> Layout | None:
-    """The layout an output must have: its spec before decomposition when one is given
-    (and still describes this value), else its spec in the Graph being lowered."""
-    spec = output_specs[position] if output_specs is not None else None
-    layout = ctx.spec_layout(name)
-    if spec is None or layout is None:
-        return layout
-    wanted = spec_layout(spec)
-    if wanted.dtype != layout.dtype or len(wanted.size) != len(layout.size):
-        return layout
-    if not all(same(a, b) for a, b in zip(wanted.size, layout.size)):
-        return layout
-    return wanted
-
-
-def _restrided_copy_needed(program: Program, view: StorageView, wanted: Layout) -> bool:
-    """Whether an output computed into a buffer of other strides must be copied into the
-    strides its spec declares. Inputs and their views are never copied (an output aliasing
-    an input must stay an alias); a size-1 dimension's stride does not matter."""
-    if program.storages[view.storage].is_input:
-        return False
-    return any(
-        not same(have, want)
-        for have, want, size in zip(view.layout.stride, wanted.stride, wanted.size)
-        if not same(size, sympy.S.One)
-    )
-
-
-def _size_one_strides(layout: Layout, wanted: Layout) -> Layout:
-    """`layout` with `wanted`'s strides in its size-1 dims (which address nothing)."""
-    if len(layout.stride) != len(wanted.stride):
-        return layout
-    stride = tuple(
-        want if same(size, sympy.S.One) else have
-        for have, want, size in zip(layout.stride, wanted.stride, layout.size)
-    )
-    return Layout(layout.dtype, layout.size, stride, layout.offset)
+    return ctx.realize(copy_of(value, ctx.origin()))
 
 
 def _merge(*groups: tuple[str, ...]) -> tuple[str, ...]:
     """User lines in first-seen order, at most a dozen (a kernel comment, not a log)."""
     return tuple(dict.fromkeys(line for group in groups for line in group))[-12:]
-
-
-def _extent(layout: Layout) -> Expr:
-    """Elements from the storage's start to one past the layout's last element."""
-    last = layout.offset + sum(
-        ((n - 1) * s for n, s in zip(layout.size, layout.stride)), sympy.S.Zero
-    )
-    return sympy.S.One if any(n == 0 for n in layout.size) else last + 1
-
-
-def _same_layout(a: Layout, b: Layout) -> bool:
-    """Whether two layouts address the same elements (strides of size-1 dims aside)."""
-    return (
-        a.dtype == b.dtype
-        and len(a.size) == len(b.size)
-        and all(same(x, y) for x, y in zip(a.size, b.size))
-        and same(a.offset, b.offset)
-        and all(n == 1 or same(x, y) for x, y, n in zip(a.stride, b.stride, a.size))
-    )
-
-
-def _dense(layout: Layout) -> bool:
-    """Whether a layout covers a block of memory once (so it can be allocated as is)."""
-    if layout.offset != 0:
-        return False
-    dims = [(s, n) for s, n in zip(layout.stride, layout.size) if n != 1]
-    if not all(isinstance(s, sympy.Integer) and isinstance(n, sympy.Integer) for s, n in dims):
-        return Layout.contiguous(layout.dtype, layout.size).stride == layout.stride
-    expected = 1
-    for stride, size in sorted(dims, key=lambda d: int(d[0])):
-        if int(stride) != expected:
-            return False
-        expected *= int(size)
-    return True

@@ -14,12 +14,12 @@ from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr, as_expr, product
 from ember.inductor.ir.tensors import Lazy, StorageView, TensorValue, lazy
 from ember.inductor.lowering.graph_lowering import (
-    REALIZE_SHARED_COST,
     LoweringContext,
     Unlowerable,
     _Restart,
     broadcast_loader,
 )
+from ember.inductor.lowering.realization_rules import REALIZE_SHARED_COST
 from ember.inductor.lowering.table import lowers
 from ember.prims import Ref
 

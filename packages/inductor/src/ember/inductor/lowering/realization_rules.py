@@ -1,4 +1,5 @@
-"""Which lazy values a lowered node stores: the rules `graph_lowering._lower_node` applies to
+"""Which lazy values a lowered node stores (`store_if_needed`, which `graph_lowering` calls for
+each lazy result): the rules it applies to
 a value read by several nodes (kept lazy when its readers fuse around it, stored when each
 reader would reload many whole tensors or when it only upcasts a 16-bit value), each rule a
 small function with the measurement that made it.
@@ -15,11 +16,26 @@ import torch
 from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr, index_var, product
 from ember.inductor.ir.program import LoopNode
-from ember.inductor.ir.tensors import Lazy, StorageView
+from ember.inductor.ir.tensors import Lazy, StorageView, lazy
 from ember.prims import Node, Ref, Value, resolve_op
 
 # A reader this many times larger than a value broadcasts it (`broadcast_statistic`).
 BROADCAST_RATIO = 8
+
+# A lazy value read by more than one node is computed once into a buffer past this cost.
+REALIZE_SHARED_COST = 16
+# Any lazy value is computed into a buffer past this cost (bounds inlined body sizes).
+REALIZE_ANY_COST = 400
+# A shared lazy value whose readers are all elementwise or reduction prims stays lazy up to
+# this cost (`row_local_readers`).
+REALIZE_ROW_LOCAL_COST = 64
+ROW_LOCAL_READS = 4  # ...and reads at most this many storages (each reader reads them again)
+# A shared lazy value loading more whole tensors than this is realized, however few its ops
+# (`whole_reads`): each reader's kernel would load them all again.
+REALIZE_SHARED_READS = 4
+# A lazy value of this cost that a reader broadcasts over many more elements is realized
+# (`broadcast_statistic`): a batch norm's per-channel scale.
+REALIZE_BROADCAST_COST = 5
 
 if TYPE_CHECKING:
     from ember.inductor.lowering.graph_lowering import LoweringContext
@@ -167,3 +183,45 @@ def broadcast_statistic(ctx: LoweringContext, value: Value, lowered: Lazy, cost:
             if total is not None and total >= BROADCAST_RATIO * elements:
                 return True
     return False
+
+
+def store_if_needed(
+    ctx: LoweringContext, node: Node, args: Sequence[Any], value: Value, lowered: Lazy
+) -> None:
+    """Realize `lowered`, the lazy result `value` of `node`, into a buffer when a rule above
+    says so (or store only its 16-bit source when it merely upcasts one); else it stays lazy,
+    inlined into its readers."""
+    shared = (
+        ctx.uses_left.get(value.name, 0) > 1
+        and lowered.cost > REALIZE_SHARED_COST
+        and not (
+            lowered.cost <= REALIZE_ROW_LOCAL_COST
+            and len(lowered.reads) <= ROW_LOCAL_READS
+            and row_local_readers(ctx, value)
+        )
+        and not one_expression(ctx, value)
+    ) or (
+        ctx.uses_left.get(value.name, 0) > 1
+        and len(lowered.reads) > REALIZE_SHARED_READS
+        and whole_reads(lowered) > REALIZE_SHARED_READS
+        and not one_expression(ctx, value)
+    )
+    shared = shared and not expands(ctx, lowered)
+    if shared and value.name not in ctx.force_realize:
+        narrow = narrow_upcast(node, args, lowered)
+        if narrow is not None:
+            # store the 16-bit value; the exact float32 upcast stays in its readers
+            source = node.args[0]
+            layout = ctx.spec_layout(source.name) if isinstance(source, Ref) else None
+            stored = ctx.realize(narrow, layout)
+            ctx.env[value.name] = lazy(lowered.dtype, lowered.size,
+                                       upcast_loader(stored, lowered.dtype), [stored],
+                                       ctx.origin())  # fmt: skip
+            return
+    if (
+        value.name in ctx.force_realize
+        or shared
+        or lowered.cost > REALIZE_ANY_COST
+        or broadcast_statistic(ctx, value, lowered, REALIZE_BROADCAST_COST)
+    ):
+        ctx.realize(lowered, ctx.spec_layout(value.name))

@@ -12,7 +12,8 @@ import sympy
 from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr, as_expr, contiguous_strides, flat_index, unflatten
 from ember.inductor.ir.tensors import Layout, Lazy, Relayout, StorageView, TensorValue, view_of
-from ember.inductor.lowering.graph_lowering import LoweringContext, spec_layout, storage_offset
+from ember.inductor.lowering.graph_lowering import LoweringContext, storage_offset
+from ember.inductor.lowering.layout_geometry import spec_layout
 from ember.inductor.lowering.table import lowers
 from ember.prims import Ref
 
