@@ -35,16 +35,13 @@ from ember.inductor.codegen.cpp.outer_lanes import generate_outer_lanes, outer_l
 from ember.inductor.codegen.cpp.parallel_regions import thread_clause
 from ember.inductor.codegen.cpp.printer import cpp_index
 from ember.inductor.codegen.cpp.row_reuse import row_capacity, shared_rows, structure, subtrees
+from ember.inductor.codegen.cpp.row_sums import combine_lanes, declare_lanes, generate_row_sum
 from ember.inductor.codegen.cpp.tiling import generate_tiled, transposed_tile
 from ember.inductor.codegen.value_scopes import ValueScopes, operand_key
 from ember.inductor.ir.body import BodyValue, walk
 from ember.inductor.ir.indexing import Expr, index_var, product
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel, Member
-
-# Values a float32 sum adds per chunk in float (vectorized: each SIMD lane adds 16 of them on
-# AVX-512) before the chunk goes into its double accumulator.
-SUM_CHUNK = 256
 
 
 class CppKernel(ValueScopes):
@@ -71,6 +68,7 @@ class CppKernel(ValueScopes):
         self.hoisted: set[int] = set()
         self.offsets: dict[int, tuple[str, Expr]] = {}
         self.hoisting = 0  # how many hoisted masked values are being emitted
+        self.row_loops = 0  # how many loops over the reduction dims are being emitted
 
     # ---- emission helpers -------------------------------------------------------------------
 
@@ -185,12 +183,29 @@ class CppKernel(ValueScopes):
             c, a, b = (self.value(arg, names) for arg in node.args)  # type: ignore[arg-type]
             return f"({c} ? {a} : {b})"
         operands = [self.value(arg, names) for arg in node.args]  # type: ignore[arg-type]
+        if op == "div" and self._by_row_constant(node):
+            # GCC hoists the reciprocal out of the row loop: one division a row, a product an
+            # element (a softmax's output pass; eager's softmax multiplies so too)
+            return f"({operands[0]} * ({literal(1, node.dtype)} / {operands[1]}))"
         operand_type = cpp
         if op in OPERAND_DTYPE_OPS:
             first = node.args[0]
             assert isinstance(first, BodyValue)
             operand_type = CPP_TYPES[first.dtype]
         return OPS[op](operands, operand_type)
+
+    def _by_row_constant(self, node: BodyValue) -> bool:
+        """Whether `node` is a float division, in a loop over a row, by a value computed
+        once for the row before the loop (a reduction's result kept in a register)."""
+        divisor = node.args[1]
+        return (
+            self.row_loops > 0
+            and node.dtype in (torch.float32, torch.float64)
+            and isinstance(divisor, BodyValue)
+            and divisor.op == "load"
+            and not divisor.args[2]
+            and str(divisor.args[0]) in self.locals
+        )
 
     def _masked(self, node: BodyValue, names: dict[int, str]) -> str:
         mask, inner, other = node.args
@@ -390,13 +405,15 @@ class CppKernel(ValueScopes):
         )
         if reduction_type == "sum" and widened and not parallel and headers:
             # over one or several loops (a batch norm's sums over N, H, W): lanes along the last
+            lanes = declare_lanes(self, accumulator)
             for header in headers[:-1]:
                 self.line(header + " {")
                 self.depth += 1
-            self._chunked_sum(member, accumulator)
+            generate_row_sum(self, member, accumulator, lanes)
             for _ in headers[:-1]:
                 self.depth -= 1
                 self.line("}")
+            combine_lanes(self, accumulator, lanes)
             self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({accumulator})", {})
             return
         if reduction_type == "sum" and len(headers) == 1:
@@ -428,30 +445,17 @@ class CppKernel(ValueScopes):
         result = best if arg else accumulator
         self._store(member, f"static_cast<{CPP_TYPES[dtype]}>({result})", {})
 
-    def _chunked_sum(self, member: Member, accumulator: str) -> None:
-        """A float32 sum over the last reduction loop into the double `accumulator`, at float
-        width: chunks of `SUM_CHUNK` values summed in float by an `omp simd reduction` loop
-        (one partial sum per SIMD lane), each chunk then added in double. Converting every
-        value to double halved the vector width; the reduction clause, unlike partial sums
-        kept in an array indexed by the lane, vectorizes whatever else the row loads (a
-        softmax's byte mask) and needs no scalar remainder loop."""
-        last = len(self.kernel.inner) - 1
-        size = self.size(self.kernel.inner[last])
-        variable = index_var("r", last)
-        chunk = f"{variable}_chunk"
-        part = f"{accumulator}_part"
-        with self.block(f"for (int64_t {chunk} = 0; {chunk} < {size}; {chunk} += {SUM_CHUNK}L)"):
-            self.line(f"float {part} = 0.0f;")
-            self.line(f"#pragma omp simd reduction(+:{part})")
-            end = f"std::min<int64_t>({chunk} + {SUM_CHUNK}L, {size})"
-            with self.block(
-                f"for (int64_t {variable} = {chunk}; {variable} < {end}; ++{variable})"
-            ):
-                names = self._saved_rows(member)
-                value = self.value(member.body, names)
-                self._save_rows(member, names)
-                self.line(f"{part} = {part} + {value};")
-            self.line(f"{accumulator} = {accumulator} + {part};")
+    def row_value(self, member: Member) -> str:
+        """Emit a reduction member's body at one point of its row loop, reading and saving
+        the rows it shares with other loops (row_reuse.py); the value's name."""
+        self.row_loops += 1
+        try:
+            names = self._saved_rows(member)
+            value = self.value(member.body, names)
+        finally:
+            self.row_loops -= 1
+        self._save_rows(member, names)
+        return value
 
     def _row_extremum(self, member: Member, reduction_type: str, accumulator: str) -> str:
         """A max or min over one reduction loop, vectorized by an `omp simd reduction(max)`
@@ -516,9 +520,13 @@ class CppKernel(ValueScopes):
             self.line(header + " {")
             self.depth += 1
         with self.block(headers[-1]):
-            for member in group:
-                names = self._saved_rows(member)
-                self._store(member, self.value(member.body, names), names)
+            self.row_loops += 1
+            try:
+                for member in group:
+                    names = self._saved_rows(member)
+                    self._store(member, self.value(member.body, names), names)
+            finally:
+                self.row_loops -= 1
         for _ in headers[:-1]:
             self.depth -= 1
             self.line("}")
