@@ -1,8 +1,9 @@
 """ember-capture's settings: one frozen config class read from `EMBER_*` variables.
 
-They switch on the diagnostics around the backend a compiled function calls: repro
-directories and the minifier, the accuracy check, performance warnings and the HTML report.
-None of them changes what is compiled, so none enters a cache key.
+They switch on the diagnostics around the backend a compiled function calls (repro
+directories and the minifier, the accuracy check, performance warnings, the HTML report)
+and say where the guard check runs (the C tensor guards). None of them changes what is
+compiled, so none enters a cache key.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ember.prims.config import config_class, setting
 
 @config_class
 class CaptureConfig:
-    """Settings of ember-capture: the diagnostics around each compiled graph."""
+    """Settings of ember-capture: diagnostics around each compiled graph; the C tensor guards."""
 
     repro: Literal["off", "write", "minify"] = setting(
         "off",
@@ -53,5 +54,22 @@ class CaptureConfig:
         help="A directory: write a static HTML compile report there when the process exits "
         "(every compiled frame, graphs per stage, breaks, recompiles, guards, kernels, times). "
         "The API is ember.capture.report.recording().",
+        cache_key=False,
+    )
+    native_guards: bool = setting(
+        True,
+        env="EMBER_NATIVE_GUARDS",
+        help="Check tensor guards (type, dtype, device, sizes, strides, requires_grad) in one "
+        "C++ function instead of Python (tens of ns a tensor instead of ~0.5 us). Built once "
+        "per machine with torch.utils.cpp_extension, in the background: the Python check runs "
+        "until it is ready, and stays where no C++ compiler or ninja is found "
+        "(EMBER_LOGS=guards says why). Off: always the Python check.",
+        cache_key=False,
+    )
+    native_guards_dir: str = setting(
+        "",
+        env="EMBER_NATIVE_GUARDS_DIR",
+        help="Where the C tensor guards' built library is kept, under a name hashed from its "
+        "source and the torch and Python versions (default ~/.cache/ember/native-guards).",
         cache_key=False,
     )

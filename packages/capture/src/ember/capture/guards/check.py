@@ -4,17 +4,22 @@ The check is one generated Python function `check(L, G)` whose body is the conju
 every guard's expression; any exception while reading a source counts as a miss. Its twin
 `check_inputs(L, G)` runs the same checks and returns the Graph's inputs it has read on the
 way (None on a miss), so a call reads each parameter once, not once for the guards and again
-for the Graph.
+for the Graph. Once the C tensor guards are built (native.py), the tensor guards of plain
+Tensors and Parameters are checked in batches, one C call each, in place of their Python
+expressions; everything else stays the generated Python.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
-from ember.capture.guards.kinds import Guard
+from ember.capture.guards.kinds import Guard, GuardKind, TensorFacts
+from ember.capture.guards.native import NATIVE, NATIVE_TYPES, NativeGuards
 from ember.capture.guards.source import Source
 
 
@@ -29,6 +34,11 @@ class GuardCheck:
     check_inputs: Callable[[dict[str, Any], dict[str, Any]], tuple[Any, ...] | None]
     # the values of those inputs, without checks (the call a capture was made from)
     read_inputs: Callable[[dict[str, Any], dict[str, Any]], tuple[Any, ...]]
+    inputs: tuple[Source, ...] = ()
+    # True once `check` and `check_inputs` run the tensor guards in C (see native.py)
+    native: bool = False
+    # the Python check_inputs and check, which the C ones fall back to in a torch-function mode
+    python: tuple[Callable[..., Any], Callable[..., Any]] | None = field(default=None, repr=False)
 
     def __call__(self, arguments: dict[str, Any], globals_dict: dict[str, Any]) -> bool:
         return self.check(arguments, globals_dict)
@@ -41,41 +51,172 @@ class GuardCheck:
                 return reason
         return "no guard failed"
 
+    def use_native(self, module: ModuleType) -> None:
+        """Run the tensor guards through `module` (the C tensor guards) from now on. Called
+        from the thread that built the module: each function is replaced in one assignment."""
+        if self.native:
+            return
+        python = self.python or (self.check_inputs, self.check)
+        namespace, text = _generate(self.guards, self.inputs, module, python)
+        self.python = python
+        self.source_text = text
+        self.check_inputs = namespace["check_inputs"]
+        self.check = namespace["check"]
+        self.native = True
+
     def __str__(self) -> str:
         return self.source_text
 
 
-def build_check(guards: list[Guard], inputs: Sequence[Source] = ()) -> GuardCheck:
+def build_check(
+    guards: list[Guard], inputs: Sequence[Source] = (), native: NativeGuards | None = NATIVE
+) -> GuardCheck:
     """One function checking every guard, in order (type guards come before reads of items).
 
     Each source is read once, into a local, the first time a guard needs it, and its prefix
     is shared: the guards on a model's 300 parameters walk `self.layer1[0].conv1` once, not
     once per guard (a walk through `nn.Module.__getattr__` costs about a microsecond a step).
     `check_inputs` then reads the `inputs` no guard has read and returns them all.
+
+    With `native` (the process's C tensor guards unless None), the tensor guards run in C
+    as soon as that module is built: at once if it is, else when its build finishes.
     """
-    namespace: dict[str, Any] = {"sys": sys}
-    lines, read = _reader()
-    for guard in guards:
-        condition = guard.expr(namespace, read)
-        lines.append(f"        if not {condition}:")
-        lines.append("            return False")
-    checks = len(lines)
-    values = [read(source) for source in inputs]  # reads no guard made come after the checks
-    miss = "            return False"
-    read_lines = ["            return None" if line == miss else line for line in lines]
-    text = _function("check", lines[:checks], "True", "False")
-    texts = [text, _function("check_inputs", read_lines, _tuple(values), "None")]
-    plain_lines, plain_read = _reader()
-    plain_values = [plain_read(source) for source in inputs]
-    texts.append(_function("read_inputs", plain_lines, _tuple(plain_values), None))
-    exec(compile("".join(texts), "<ember guards>", "exec"), namespace)  # noqa: S102
-    return GuardCheck(
+    namespace, text = _generate(guards, inputs, None, None)
+    check = GuardCheck(
         list(guards),
         namespace["check"],
         text,
         namespace["check_inputs"],
         namespace["read_inputs"],
+        tuple(inputs),
     )
+    if native is not None and any(is_native_tensor_guard(guard) for guard in guards):
+        native.when_ready(check, GuardCheck.use_native)  # at once if it is built
+    return check
+
+
+def is_native_tensor_guard(guard: Guard) -> bool:
+    """Whether the C tensor guards can check `guard` with the Python check's result: a tensor
+    guard expecting a plain Tensor or Parameter, whose getters torch answers in C++."""
+    return guard.kind is GuardKind.TENSOR and guard.expected.type in NATIVE_TYPES
+
+
+# The generated lines a miss returns from, and where a C check hands over to Python.
+_MISS = "            return False"
+_FALLBACK = "___python_fallback"
+
+
+def _generate(
+    guards: list[Guard],
+    inputs: Sequence[Source],
+    module: ModuleType | None,
+    python: tuple[Callable[..., Any], Callable[..., Any]] | None,
+) -> tuple[dict[str, Any], str]:
+    """The namespace holding `check`, `check_inputs` and `read_inputs`, and check's text.
+    With `module`, the tensor guards it can check are batched into its C checks and
+    `python` (check_inputs, check) are what they fall back to."""
+    namespace: dict[str, Any] = {"sys": sys}
+    lines, read = _reader()
+    _append_checks(guards, namespace, read, lines, module)
+    checks = len(lines)
+    values = [read(source) for source in inputs]  # reads no guard made come after the checks
+    fallbacks = ["", ""]
+    if python is not None:
+        fallbacks = [_constant(namespace, function) for function in python]
+    read_lines = [
+        "            return None" if line == _MISS else line.replace(_FALLBACK, fallbacks[0])
+        for line in lines
+    ]
+    check_lines = [line.replace(_FALLBACK, fallbacks[1]) for line in lines[:checks]]
+    text = _function("check", check_lines, "True", "False")
+    texts = [text, _function("check_inputs", read_lines, _tuple(values), "None")]
+    plain_lines, plain_read = _reader()
+    plain_values = [plain_read(source) for source in inputs]
+    texts.append(_function("read_inputs", plain_lines, _tuple(plain_values), None))
+    exec(compile("".join(texts), "<ember guards>", "exec"), namespace)  # noqa: S102
+    return namespace, text
+
+
+def _append_checks(
+    guards: list[Guard],
+    namespace: dict[str, Any],
+    read: Callable[[Source], str],
+    lines: list[str],
+    module: ModuleType | None,
+) -> None:
+    """The lines checking every guard in order. With `module`, the tensor guards it can
+    check wait in a batch that one C call checks: before any guard that reads through one of
+    the batch's tensors (`x.shape[0]`, `x.grad`), so that those reads still come after the
+    tensor's own guard, and at the end."""
+    batch: list[tuple[str, Guard]] = []
+    batched: set[Source] = set()
+    touched: list[Source] = []  # the sources the current guard reads
+
+    def tracking(source: Source) -> str:
+        touched.append(source)
+        return read(source)
+
+    def flush(at: int) -> None:
+        if batch:
+            lines[at:at] = _native_lines(namespace, module, batch)
+            batch.clear()
+            batched.clear()
+
+    for guard in guards:
+        start = len(lines)
+        touched.clear()
+        if module is not None and is_native_tensor_guard(guard):
+            assert guard.source is not None
+            name = tracking(guard.source)
+            if _reaches(touched, batched):
+                flush(start)
+            batch.append((name, guard))
+            with contextlib.suppress(TypeError):  # an unhashable index: never read through
+                batched.add(guard.source)
+            continue
+        condition = guard.expr(namespace, tracking)
+        if _reaches(touched, batched):
+            flush(start)
+        lines.append(f"        if not {condition}:")
+        lines.append(_MISS)
+    flush(len(lines))
+
+
+def _native_lines(
+    namespace: dict[str, Any], module: Any, batch: list[tuple[str, Guard]]
+) -> list[str]:
+    """One call of a C check over the batch's tensors: False is a miss, None (a
+    torch-function mode is active) hands the whole check over to the Python one."""
+    specs = []
+    for _, guard in batch:
+        facts: TensorFacts = guard.expected
+        sizes = tuple(-1 if dim in facts.dynamic else size for dim, size in enumerate(facts.shape))
+        strides = None if facts.dynamic else facts.stride
+        specs.append((facts.type, facts.dtype, facts.device, sizes, strides, facts.requires_grad))
+    check = _constant(namespace, module.tensor_guards(specs))
+    return [
+        f"        __r = {check}({_tuple([name for name, _ in batch])})",
+        "        if __r is not True:",
+        "            if __r is None:",
+        f"                return {_FALLBACK}(L, G)",
+        _MISS,
+    ]
+
+
+def _reaches(sources: list[Source], batched: set[Source]) -> bool:
+    """Whether any of `sources` is, or is read through, a source in `batched`."""
+    if not batched:
+        return False
+    for source in sources:
+        current: Source | None = source
+        while current is not None:
+            try:
+                if current in batched:
+                    return True
+            except TypeError:  # an unhashable index: never batched itself
+                pass
+            current = getattr(current, "base", None)
+    return False
 
 
 def _reader() -> tuple[list[str], Callable[[Source], str]]:
@@ -123,3 +264,9 @@ def _function(name: str, lines: list[str], hit: str, miss: str | None) -> str:
             "",
         ]
     )
+
+
+def _constant(namespace: dict[str, Any], value: Any) -> str:
+    name = f"___n{len(namespace)}"
+    namespace[name] = value
+    return name
