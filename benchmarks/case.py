@@ -27,7 +27,7 @@ from benchmarks import dropout, memory
 from benchmarks.accuracy import compare
 from benchmarks.backends import Backend
 from benchmarks.models import Workload, build_workload, spec
-from benchmarks.timing import median_step_seconds, synchronize, timed_call
+from benchmarks.timing import interleaved_medians, median_step_seconds, synchronize, timed_call
 
 AUTOCAST = {"float32": None, "bf16": torch.bfloat16}
 LEARNING_RATE = 1e-4
@@ -208,10 +208,15 @@ def run_case(
     settings: Settings,
     hold: Hold = contextlib.nullcontext,
     paused: Paused = _never_paused,
+    partners: dict[str, Callable[[], object]] | None = None,
 ) -> dict[str, Any]:
     """Measures `backend` on `setup`'s workload; returns the record fields it measured.
 
-    Compile times leave out the time other workers' measurements paused this process."""
+    Compile times leave out the time other workers' measurements paused this process.
+    With `partners` (the interleaved runner's steps of the group's earlier backends, eager
+    first, by backend name), the steps are timed in turn with theirs, round by round; their
+    medians over the same rounds go into `interleaved_ms`, and this backend's step is added
+    to `partners`, still compiled (not reset), for the group's later backends."""
     _, _, mode, dtype, _ = setup.key
     memory.release(device)
     base_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
@@ -276,10 +281,22 @@ def run_case(
     with hold():  # no other worker runs device work while this one times and takes memory
         for _ in range(settings.warmup):
             step()
-        memory.start_peak(device)
-        median_s, steps = median_step_seconds(
-            step, device, settings.steps, settings.timing_allowance_s
-        )
+        if partners:  # eager and the earlier backends in the same rounds
+            medians, steps = interleaved_medians(
+                {**partners, backend.name: step},
+                device,
+                settings.steps,
+                settings.timing_allowance_s,
+            )
+            median_s = medians.pop(backend.name)
+            record["interleaved_ms"] = {name: s * 1000.0 for name, s in medians.items()}
+            memory.start_peak(device)
+            step()
+        else:
+            memory.start_peak(device)
+            median_s, steps = median_step_seconds(
+                step, device, settings.steps, settings.timing_allowance_s
+            )
         if device.type == "cuda":
             peak = memory.cuda_peak_bytes(device) - base_bytes
         else:
@@ -304,6 +321,10 @@ def run_case(
         warm_first_s = timed_call(warm_step, device)
         warm_first_s -= paused(warm_start, time.monotonic())
         record["compile_warm_s"] = max(warm_first_s - median_s, 0.0)
-    backend.reset()
+        step = warm_step  # compiled again after the reset: what later rounds run
+    if partners is None:
+        backend.reset()
+    else:
+        partners[backend.name] = step
     memory.release(device)
     return record

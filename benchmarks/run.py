@@ -84,6 +84,14 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "cases without a result yet (none, or skipped when a budget ran out) are planned; a "
         "run longer than one session or machine allows is then still one run",
     )
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="time each backend in turn with eager and the group's earlier backends, step by "
+        "step in the same rounds (their compiled steps kept until the group ends), so that "
+        "load from other processes biases no ratio; speedups use eager's median over the "
+        "same rounds",
+    )
     parser.add_argument("--list", action="store_true", help="list models and backends, then exit")
     return parser.parse_args(argv)
 
@@ -181,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
             "lock_file": str(lock_path),
             "omp_threads": os.environ.get("OMP_NUM_THREADS"),
+            "interleave": arguments.interleave,
         },
         "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.run", *sys.argv[1:]]),
         "environment": environment.collect(backends.REPOSITORY, ember_source),
@@ -216,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "backends": sorted({t["backend"] for t in tasks}),
         "lock_path": str(lock_path),
         "pause_others": plan.jobs > 1 and not arguments.no_pause,
+        "interleave": arguments.interleave,
     }
     unavailable = [t for t in tasks if _unavailable_reason(t)]
     for task in unavailable:

@@ -58,3 +58,24 @@ def median_step_seconds(
             if i + 1 >= min_steps and time.perf_counter() > deadline:
                 break
     return statistics.median(samples), len(samples)
+
+
+def interleaved_medians(
+    steps_by_name: dict[str, Callable[[], object]],
+    device: torch.device,
+    steps: int,
+    allowance_s: float,
+    min_steps: int = 3,
+) -> tuple[dict[str, float], int]:
+    """Median seconds per step of each of several steps timed in turn, round by round (a
+    step of each, then again), so that load from other processes hits them alike; and the
+    number of rounds. Wall clock around each step, the device synchronized before and after."""
+    samples: dict[str, list[float]] = {name: [] for name in steps_by_name}
+    deadline = time.perf_counter() + allowance_s
+    for i in range(steps):
+        for name, step in steps_by_name.items():
+            samples[name].append(timed_call(step, device))
+        if i + 1 >= min_steps and time.perf_counter() > deadline:
+            break
+    rounds = len(next(iter(samples.values()), []))
+    return {name: statistics.median(times) for name, times in samples.items()}, rounds

@@ -55,12 +55,20 @@ class Worker:
     """Holds the current model's float64 reference (shared by its dtypes) and the current
     group's setup (shared by its backends)."""
 
-    def __init__(self, device: torch.device, settings: Settings, lock: MeasurementLock) -> None:
+    def __init__(
+        self,
+        device: torch.device,
+        settings: Settings,
+        lock: MeasurementLock,
+        interleave: bool = False,
+    ) -> None:
         self.device = device
         self.settings = settings
         self.lock = lock
         self.reference: Reference | None = None
         self.setup: Setup | None = None
+        # with `interleave`: the current group's measured steps, kept compiled, by backend
+        self.partners: dict[str, Any] | None = {} if interleave else None
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         key = (task["model"], task["size"], task["mode"], task["dtype"], str(self.device))
@@ -75,6 +83,7 @@ class Worker:
                 return record
             if self.setup is None or self.setup.key != key:
                 self.setup = None
+                self._release_partners()
                 reference_key = (task["model"], task["size"], task["mode"], str(self.device))
                 if self.reference is None or self.reference.key != reference_key:
                     self.reference = None
@@ -93,6 +102,7 @@ class Worker:
                     self.settings,
                     self.lock.hold,
                     self.lock.paused_between,
+                    self.partners,
                 )
             )
             failed = failures.accuracy_class(record)
@@ -112,6 +122,8 @@ class Worker:
                 record["worker_restart"] = True
                 return record
             torch._dynamo.reset()
+            if self.partners:  # compiled ones may be reset: keep eager only
+                self.partners = {k: v for k, v in self.partners.items() if k == "eager"}
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
         finally:
@@ -120,12 +132,21 @@ class Worker:
             record["lock_held_s"] = self.lock.held_s
         return record
 
+    def _release_partners(self) -> None:
+        """End of an interleaved group: reset the backends whose steps were kept compiled."""
+        if self.partners:
+            for name in self.partners:
+                backend_registry.lookup(name).reset()
+            self.partners = {}
+
     def _relate(self, record: dict[str, Any]) -> None:
-        """Speedup and memory ratio against eager of the same group, when eager was measured."""
+        """Speedup and memory ratio against eager of the same group, when eager was measured
+        (interleaved: eager's median over the same rounds as this backend's)."""
         baseline = self.setup.baseline if self.setup is not None else {}
-        if baseline.get("median_ms") and record.get("median_ms"):
-            record["eager_median_ms"] = baseline["median_ms"]
-            record["speedup"] = baseline["median_ms"] / record["median_ms"]
+        eager_ms = record.get("interleaved_ms", {}).get("eager") or baseline.get("median_ms")
+        if eager_ms and record.get("median_ms"):
+            record["eager_median_ms"] = eager_ms
+            record["speedup"] = eager_ms / record["median_ms"]
         if baseline.get("peak_memory_bytes") and record.get("peak_memory_bytes"):
             record["eager_peak_memory_bytes"] = baseline["peak_memory_bytes"]
             # PyTorch's "compression ratio": above 1 means the backend needs less memory.
@@ -161,7 +182,7 @@ def main() -> None:
     except Exception as error:  # the cases will report the same problem
         print(f"warm-up failed: {_error_text(error)}", file=sys.stderr)
     protocol.write(json.dumps({"ready": True}) + "\n")
-    worker = Worker(device, settings, lock)
+    worker = Worker(device, settings, lock, interleave=bool(options.get("interleave")))
     for line in sys.stdin:
         task = json.loads(line)
         current["id"] = task["id"]
