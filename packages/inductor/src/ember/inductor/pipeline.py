@@ -195,6 +195,7 @@ def generate(
         atomic_dtypes,
         output_specs,
         getattr(backend, "split_reductions", False),
+        getattr(backend, "welford_reductions", False),
     )
     program.size_ranges = _size_ranges(graph)
     scheduled: list[ScheduledNode] = timed("schedule", _schedule, program, config, backend)

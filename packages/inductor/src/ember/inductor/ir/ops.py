@@ -36,8 +36,11 @@ BINARY_OPS = (
 COMPARISON_OPS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"})
 BOOLEAN_UNARY_OPS = frozenset({"signbit", "isnan", "isinf", "isfinite", "logical_not"})
 
-# How a reduction node combines its body's values along its reduction loops.
-REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin")
+# How a reduction node combines its body's values along its reduction loops. "welford_m2" is
+# the sum of the values' squared deviations from their mean, in one pass (Welford's updates,
+# merged by Chan's formula): what a variance divides; only code generators that state
+# `welford_reductions` get it (lowering/reductions.py: var).
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "welford_m2")
 
 # How a loop node stores its value: None overwrites `storage[index] = value`; "atomic_add"
 # accumulates `storage[index] += value` atomically (several loop points may hit one index).

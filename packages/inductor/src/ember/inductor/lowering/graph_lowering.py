@@ -19,7 +19,7 @@ import torch
 
 from ember.inductor.errors import InductorError
 from ember.inductor.ir import body
-from ember.inductor.ir.indexing import Expr, as_expr, index_var, same
+from ember.inductor.ir.indexing import Expr, as_expr, index_var, product, same
 from ember.inductor.ir.program import ExternNode, LoopNode, Program, Storage, TensorArg
 from ember.inductor.ir.tensors import (
     Layout,
@@ -28,6 +28,7 @@ from ember.inductor.ir.tensors import (
     StorageView,
     TensorValue,
     copy_of,
+    lazy,
 )
 from ember.inductor.lowering.argument_aliasing import aliased_argument, mutated_positions
 from ember.inductor.lowering.argument_layouts import (
@@ -86,6 +87,8 @@ class LoweringContext:
     atomic_dtypes: frozenset[torch.dtype] = SUPPORTED_DTYPES
     # reductions with few outputs over many elements run as two (GPUs: see split_reduction)
     split_reductions: bool = False
+    # variances as welford_m2 reductions (code generators that have it: Triton)
+    welford_reductions: bool = False
     # where the kernels run: the first non-CPU device of the Graph's tensors, else the CPU
     compute_device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
@@ -208,9 +211,10 @@ class LoweringContext:
         if split is not None:
             self.split_reductions = False  # the two halves are reductions of their own
             try:
-                return self._split_reduction(
-                    split, fn, ranges, reduction_type, dtype, (origins, sources)
+                split_into = (
+                    self._split_welford if reduction_type == "welford_m2" else self._split_reduction
                 )
+                return split_into(split, fn, ranges, reduction_type, dtype, (origins, sources))
             finally:
                 self.split_reductions = True
         layout = self.reduction_layout(dtype, tuple(ranges))
@@ -294,6 +298,73 @@ class LoweringContext:
             return body.to_dtype(load([*index[kept:], *index[:kept]] if major else index), dtype)
 
         return self.reduction(combine, ranges, split.outer, reduction_type, dtype, origins, sources)
+
+    def _split_welford(
+        self,
+        split: Split,
+        fn: body.Loader,
+        ranges: Sequence[Expr],
+        reduction_type: str,
+        dtype: torch.dtype,
+        provenance: tuple[tuple[str, ...], tuple[str, ...]],
+    ) -> StorageView:
+        """A welford_m2 reduction split as `split` says: each chunk's squared deviations and
+        sum, then Chan's merge, `M2 = sum(M2_c) + sum((S_c - S / C)^2) / m` over the `C`
+        chunks of `m` elements. The second term, over a few hundred partials, is float64
+        shifted sums (the first chunk's sum as the shift): their cancellation grows with the
+        chunks' count, not with the data's offset."""
+        origins, sources = provenance
+        kept, extra, major = len(ranges), len(split.outer), split.chunk_major
+
+        def partial(index: body.Index) -> body.BodyValue:
+            outputs = index[extra : extra + kept] if major else index[:kept]
+            outer = index[:extra] if major else index[kept : kept + extra]
+            return body.to_dtype(fn([*outputs, *split.index(outer, index[kept + extra :])]), dtype)
+
+        partial_ranges = [*split.outer, *ranges] if major else [*ranges, *split.outer]
+        within = self.reduction(
+            partial, partial_ranges, split.inner, reduction_type, dtype, origins, sources
+        )
+        sums = self.reduction(partial, partial_ranges, split.inner, "sum", dtype, origins, sources)
+        wide = torch.float64
+        load_within, load_sums = within.loader(), sums.loader()
+
+        def at(index: body.Index) -> list[Expr]:  # the outputs, then the split dims
+            return [*index[kept:], *index[:kept]] if major else list(index)
+
+        def shifted(index: body.Index) -> body.BodyValue:
+            first = [*index[:kept], *([sympy.S.Zero] * extra)]
+            value = body.to_dtype(load_sums(at(index)), wide)
+            return body.binary("sub", value, body.to_dtype(load_sums(at(first)), wide))
+
+        def squared(index: body.Index) -> body.BodyValue:
+            deviation = shifted(index)
+            return body.binary("mul", deviation, deviation)
+
+        def merged(index: body.Index) -> body.BodyValue:
+            return body.to_dtype(load_within(at(index)), wide)
+
+        outer = list(split.outer)
+        views = [
+            self.reduction(part, ranges, outer, "sum", wide, origins, sources)
+            for part in (merged, shifted, squared)
+        ]
+        parts = [view.loader() for view in views]
+        chunks, count = product(outer), product(list(split.inner))
+
+        def combine(index: body.Index) -> body.BodyValue:
+            within_m2, total, squares = (load(index) for load in parts)
+            mean_square = body.binary("div", body.binary("mul", total, total),
+                                      body.index_expr(chunks, wide))  # fmt: skip
+            between = body.binary("sub", squares, mean_square)
+            zero = body.constant(0.0, wide)
+            between = body.where(body.binary("lt", between, zero), zero, between)
+            between = body.binary("div", between, body.index_expr(count, wide))
+            return body.to_dtype(body.binary("add", within_m2, between), dtype)
+
+        result = lazy(dtype, list(ranges), combine, views, self.origin())
+        result.sources = sources
+        return self.realize(result, self.reduction_layout(dtype, tuple(ranges)))
 
     # ---- writes ------------------------------------------------------------------------------
 
@@ -582,6 +653,7 @@ def lower_graph(
     atomic_dtypes: frozenset[torch.dtype] | None = None,
     output_specs: Sequence[TensorSpec | None] | None = None,
     split_reductions: bool = False,
+    welford_reductions: bool = False,
 ) -> Program:
     """The Program computing `graph`; lowers again when a viewed lazy value is written.
     Ops reading or producing a dtype outside `dtypes` (what the code generator computes in)
@@ -590,12 +662,19 @@ def lower_graph(
     the outputs must have: those of the Graph before decomposition, whose prims make
     contiguous tensors where eager kept an input's strides. Later Graphs (a backward reading
     what its forward saved) are compiled against those strides. `split_reductions`: see
-    `split_reduction` (for GPUs)."""
+    `split_reduction` (for GPUs). `welford_reductions`: variances as one-pass welford_m2
+    reductions (`lowering/reductions.py: var`), for code generators that have them."""
     force: set[str] = set()
     while True:
         try:
             return _lower(
-                graph, force, dtypes, atomic_dtypes or dtypes, output_specs, split_reductions
+                graph,
+                force,
+                dtypes,
+                atomic_dtypes or dtypes,
+                output_specs,
+                split_reductions,
+                welford_reductions,
             )
         except _Restart as restart:
             if restart.name in force:
@@ -610,6 +689,7 @@ def _lower(
     atomic_dtypes: frozenset[torch.dtype],
     output_specs: Sequence[TensorSpec | None] | None,
     split_reductions: bool,
+    welford_reductions: bool,
 ) -> Program:
     ctx = LoweringContext(
         graph,
@@ -617,6 +697,7 @@ def _lower(
         dtypes=dtypes,
         atomic_dtypes=atomic_dtypes,
         split_reductions=split_reductions,
+        welford_reductions=welford_reductions,
         compute_device=compute_device(graph),
     )
     program = ctx.program

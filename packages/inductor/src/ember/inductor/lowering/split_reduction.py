@@ -27,7 +27,9 @@ from ember.inductor.ir import body
 from ember.inductor.ir.indexing import Expr
 from ember.inductor.ir.load_direction import load_directions
 
-SPLITTABLE = frozenset({"sum", "prod", "max", "min"})
+# welford_m2's partials merge by Chan's formula with the partial sums beside them
+# (`LoweringContext._split_welford`), the others by the same reduction
+SPLITTABLE = frozenset({"sum", "prod", "max", "min", "welford_m2"})
 MIN_ELEMENTS = 16384  # reductions smaller than this run fast enough in one pass
 TARGET_PROGRAMS = 2048  # outputs x splits to aim for (a few waves on ~132 multiprocessors)
 MAX_OUTPUTS = 1024  # with more outputs than this, one pass already fills the GPU

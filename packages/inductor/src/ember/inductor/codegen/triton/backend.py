@@ -49,6 +49,7 @@ class TritonBackend:
     )
     kernel_prefix = "triton"
     split_reductions = True  # one program per output row leaves SMs idle on long rows
+    welford_reductions = True  # variances as welford_m2 reductions, float32 (kernel.py)
 
     def __init__(
         self,
