@@ -170,6 +170,16 @@ def test_gpu_batch_norm_statistics_read_their_input_in_float32() -> None:
         assert "*fp64" not in signature.values() and "float64" not in source, name
 
 
+def test_gpu_split_variance_sums_each_chunk_once() -> None:
+    """A split variance's first kernel sums each chunk for the Chan merge, and the mean beside
+    it sums the same chunks: one accumulator serves both (an add and a select an element)."""
+    pytest.importorskip("triton")
+    kernels = _generated_kernels(_batch_norm_training, _far_from_zero_with_padded_corners())
+    first = [source for source, _ in kernels.values() if "ember_welford_m2(" in source]
+    assert len(first) == 1
+    assert first[0].count("tl.sum(") == 1, first[0]
+
+
 @pytest.mark.parametrize("length", [300, 5000])  # one tile (persistent), and a looped row
 def test_triton_variance_of_rows_far_from_zero_as_accurate_as_eager(
     length: int, tmp_path: Any, monkeypatch: pytest.MonkeyPatch

@@ -159,7 +159,8 @@ def var(ctx: LoweringContext, a: TensorValue, dims: Sequence[int], correction: f
     the sums are float64: `k` being an element of the slice, `d^2 <= n * var`, and float64's
     rounding amplified by `1 + n` stays under the float32 rounding of a two-pass or Welford
     kernel for any slice under 2^29 elements, whatever the data. Memory traffic is float32's:
-    only a split reduction's partial sums double."""
+    only a split reduction's partial sums double. That is the C++ form; code generators with
+    `welford_reductions` (Triton) get one float32 welford_m2 reduction (`_welford_var`)."""
     dtype = ctx.output_spec().dtype
     if not dtype.is_floating_point:
         raise Unlowerable("integer var")

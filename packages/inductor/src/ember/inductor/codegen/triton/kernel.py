@@ -452,8 +452,8 @@ class TritonKernelWriter(ValueScopes):
     def _reductions(self, batch: list[Member]) -> None:
         accumulators: list[tuple[Member, str, str | None]] = []
         persistent = self.tiling.persistent
-        # a looped welford_m2's pivot, running mean and count, by its m2 accumulator
-        welford: dict[str, tuple[str, str, str]] = {}
+        # a looped welford_m2's pivot and running mean, by its m2 accumulator
+        welford: dict[str, tuple[str, str]] = {}
         for member in batch:
             reduction_type = member.node.reduction_type
             assert reduction_type is not None
@@ -466,19 +466,24 @@ class TritonKernelWriter(ValueScopes):
                 if best is not None:
                     self.line(f"{best} = tl.full([XBLOCK, RBLOCK], {INT32_LIMIT}, tl.int64)")
                 if reduction_type == "welford_m2":
-                    welford[accumulator] = (
-                        self.fresh("pivot"),
-                        self.fresh("mean"),
-                        self.fresh("count"),
-                    )
+                    welford[accumulator] = (self.fresh("pivot"), self.fresh("mean"))
                     for name in welford[accumulator]:
                         self.line(f"{name} = tl.full([XBLOCK, RBLOCK], 0.0, {kind})")
             accumulators.append((member, accumulator, best))
+        # reductions of one value the same way share an accumulator: a split variance's
+        # chunk sums and its mean's partial sums (one add and one select an element less)
+        same: dict[str, str] = {}
+        first: dict[tuple[str, str, str], str] = {}
         with self._r_block():
             for member, accumulator, best in accumulators:
                 reduction_type = member.node.reduction_type
                 assert reduction_type is not None
                 value = self.value(member.body, {})
+                key = (reduction_type, value, str(member.body.dtype))
+                if key in first:
+                    same[accumulator] = first[key]
+                    continue
+                first[key] = accumulator
                 if reduction_type == "welford_m2":
                     kind = compute_type(member.body.dtype)
                     self._welford_step(accumulator, value, welford.get(accumulator), kind)
@@ -502,16 +507,27 @@ class TritonKernelWriter(ValueScopes):
                     continue
                 step = reduction_combine(reduction_type, accumulator, value, member.body.dtype)
                 self.line(f"{accumulator} = tl.where(xrmask, {step}, {accumulator})")
+        results: dict[str, str] = {}
         for member, accumulator, best in accumulators:
             reduction_type = member.node.reduction_type
             assert reduction_type is not None
-            result = self.fresh("red")
+            if accumulator in same:
+                self._store(member, results[same[accumulator]])
+                continue
+            result = results[accumulator] = self.fresh("red")
             if best is not None:
                 step = f"ember_{reduction_type}_step"
                 self.line(f"_, {result} = tl.reduce(({accumulator}, {best}), 1, {step})")
                 self.line(f"{result} = {result}[:, None]")
             elif accumulator in welford:
-                pivot, mean, count = welford[accumulator]
+                pivot, mean = welford[accumulator]
+                # lane j held the values at j, j + RBLOCK, ... below rnumel
+                count = self.fresh("count")
+                kind = compute_type(member.body.dtype)
+                self.line(
+                    f"{count} = ((rnumel - rbase + RBLOCK - 1) // RBLOCK).to({kind}) "
+                    f"+ tl.zeros([XBLOCK, RBLOCK], {kind})"
+                )
                 merged = f"ember_welford_m2({pivot}, {mean}, {accumulator}, {count})"
                 self.line(f"{result} = {merged}[:, None]")
             else:
@@ -520,10 +536,10 @@ class TritonKernelWriter(ValueScopes):
             self._store(member, result)
 
     def _welford_step(
-        self, m2: str, value: str, running: tuple[str, str, str] | None, kind: str
+        self, m2: str, value: str, running: tuple[str, str] | None, kind: str
     ) -> None:
-        """One tile of a welford_m2 reduction. Looped (`running`: the pivot, mean and count
-        accumulators): each lane updates its own mean and squared deviations by Welford's
+        """One tile of a welford_m2 reduction. Looped (`running`: the pivot and mean
+        accumulators; a lane's count is its number of tiles, known at the end): each lane updates its own mean and squared deviations by Welford's
         recurrence, whose increments are never negative, so nothing cancels whatever the
         data's offset (float32 shifted sums lost 5e-4 of a variance whose shift sat 1000
         standard deviations from the mean; float64 sums ran batch norm's statistics at 0.84
@@ -539,22 +555,20 @@ class TritonKernelWriter(ValueScopes):
             self.line(f"{deviation} = tl.where(xrmask, {value} - {mean}, 0.0)")
             self.line(f"{m2} = {deviation} * {deviation}")
             return
-        pivot, mean, count = running
-        shifted, grown = self.fresh("shifted"), self.fresh("count")
+        pivot, mean = running
+        shifted = self.fresh("shifted")
         delta, moved, share = self.fresh("delta"), self.fresh("mean"), self.fresh("share")
         # every lane a tile updates holds its (roffset / RBLOCK + 1)-th value: one division
         # a tile, not one an element (a memory-bound reduction has ~20 ALU operations an
         # element on an H100; Welford's update with a division takes most of them)
         self.line(f"{share} = tl.full([1], 1.0, {kind}) / (roffset // RBLOCK + 1)")
         self.line(f"{shifted} = {value} - {pivot}")
-        self.line(f"{grown} = {count} + 1.0")
         self.line(f"{delta} = {shifted} - {mean}")
         self.line(f"{moved} = {mean} + {delta} * {share}")
         self.line(f"{m2} = tl.where(xrmask, {m2} + {delta} * ({shifted} - {moved}), {m2})")
         # the value becomes the pivot: the mean as an offset from it
         self.line(f"{mean} = tl.where(xrmask, {moved} - {shifted}, {mean})")
         self.line(f"{pivot} = tl.where(xrmask, {value}, {pivot})")
-        self.line(f"{count} = tl.where(xrmask, {grown}, {count})")
 
     def _inner(self, group: list[Member]) -> None:
         with self._r_block():
