@@ -179,6 +179,15 @@ SYMBOLIC_CASES: dict[str, tuple[Callable[..., Any], Callable[[int], tuple[torch.
         ((0, 1), (), ()),
         (5, 3, 16, 32),
     ),
+    # one sequence, its length symbolic: q, k and v are views of the projection for `bmm`, as
+    # in the static Graph (the symbolic one copied q and k first: the view decompositions
+    # could not decide viewability over symbols; GPT-2 at batch 1: 91 kernels against 67)
+    "one_sequence_attention": (
+        _attention,
+        lambda n: (torch.randn(1, n, 8), torch.randn(8, 24), _causal(32)),
+        ((1,), (), ()),
+        (5, 3, 16, 32),
+    ),
     "neighbour_products": (
         _neighbour_products,
         lambda n: (torch.randn(n + 1, 3 * n + 5),),

@@ -267,3 +267,50 @@ def test_a_symbolic_pooling_decomposes_though_its_sizes_are_spelled_otherwise() 
     assert graph.symbols
     decomposed = decompose(graph, PRIM_DECOMPOSITIONS)
     assert not any(node.target.startswith("aten::") for node in decomposed.nodes)
+
+
+def test_views_over_symbolic_sizes_stay_views() -> None:
+    # a view of a strided tensor over symbols became prims.reshape, a copy (c10's stride
+    # check ran on meta tensors, which refuse symbolic sizes): GPT-2's attention at batch 1
+    # copied q and k for bmm in every layer of its symbolic Graph
+    from ember.prims import Ref, Tracer, tree_flatten
+    from ember.prims.symbolic import ShapeEnv
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        heads = x[..., :12].view(1, x.shape[1], 3, 4).transpose(1, 2)  # (1, 3, n, 4), strided
+        merged = heads.expand(1, 3, x.shape[1], 4).view(3, x.shape[1], 4)  # batch 1: a view
+        return merged * 2, heads.view(1, 3, x.shape[1] * 4 // 4, 4) + 1
+
+    x = torch.randn(1, 5, 36)
+    tracer = Tracer(ShapeEnv())
+    traced = tracer.add_input(x, "x", dynamic_dims=(1,))
+    tracer.set_inputs_signature(tree_flatten((x,))[1], [Ref(traced.value_name)])
+    with tracer.active():
+        out = fn(traced)
+    graph = tracer.finish(out)
+    decomposed = decompose(graph, PRIM_DECOMPOSITIONS)
+    targets = [node.target for node in decomposed.nodes]
+    assert "prims::reshape" not in targets and targets.count("prims::view") == 3
+    assert [g.expr for g in decomposed.guards] == [g.expr for g in graph.guards]
+    for n in (5, 2, 9):
+        other = torch.randn(1, n, 36)
+        _close(run(decomposed, other), fn(other))
+
+
+def test_a_view_that_exists_at_some_symbolic_sizes_is_no_view() -> None:
+    # c10's computeStride over symbols: each comparison decided for every size or the answer
+    # is "no view" (the decomposition copies), never a new guard
+    from ember.prims.symbolic import ShapeEnv
+    from ember.prims.symbolic.layout import view_strides
+
+    env = ShapeEnv()
+    n = env.to_sympy(env.create_symint(5))
+    decide = env.static_value
+    heads = ([1, 3, n, 4], [12 * n, 4, 12, 1])  # (1, n, 12) split into 3 heads, transposed
+    assert view_strides(*heads, [3, n, 4], decide) == [4, 12, 1]
+    assert view_strides(*heads, [3, n, 2, 2], decide) == [4, 12, 2, 1]
+    assert view_strides(*heads, [3 * n, 4], decide) is None  # heads and rows do not merge
+    # (2, n) with rows 8 apart is one run of 2n values only when n == 8
+    assert view_strides([2, n], [8, 1], [2 * n], decide) is None
+    assert view_strides([2, n], [n, 1], [2 * n], decide) == [1]
+    assert not env.guards

@@ -8,12 +8,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import sympy
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from ember.prims.decompositions.operands import canonical_dim, convert
 from ember.prims.decompositions.table import to_prims
 from ember.prims.primitives import prims
+from ember.prims.symbolic.layout import view_strides
 
 
 def infer_shape(shape: Sequence[int], numel: int) -> list[int]:
@@ -34,6 +36,17 @@ def view(a: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
 
 
 def _viewable(a: torch.Tensor, shape: list[int]) -> bool:
+    """Whether `a` can be viewed in `shape`. Over symbolic sizes c10's stride computation is
+    followed with the shape environment deciding each comparison (a symbolic Graph decomposed
+    with copies here ran two extra kernels a GPT-2 attention layer: q and k copied for `bmm`)."""
+    symbolic = [n for n in (*a.shape, *a.stride(), *shape) if isinstance(n, torch.SymInt)]
+    if symbolic:
+        shape_env = symbolic[0].node.shape_env
+        sizes, strides, target = (
+            [sympy.sympify(shape_env.to_sympy(n)) for n in values]
+            for values in (a.shape, a.stride(), shape)
+        )
+        return view_strides(sizes, strides, target, shape_env.static_value) is not None
     try:
         with _disable_current_modes():
             torch.empty_strided(a.shape, a.stride(), device="meta").view(shape)

@@ -7,7 +7,7 @@ order. They follow c10's definitions (c10/core/Contiguity.h, c10/core/MemoryForm
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import sympy
 
@@ -83,3 +83,59 @@ def dense_in_order(sizes: Exprs, strides: Exprs, order: Sequence[int]) -> sympy.
         prefix = sympy.And(prefix, sympy.Not(small), sympy.Eq(strides[dim], expected))
         expected = expected * sizes[dim]
     return sympy.Or(result, prefix)
+
+
+def view_strides(
+    sizes: Exprs,
+    strides: Exprs,
+    shape: Exprs,
+    decide: Callable[[sympy.Basic], bool | None],
+) -> list[sympy.Expr] | None:
+    """The strides of a view in `shape` of a tensor with `sizes` and `strides`, as c10's
+    `computeStride` finds them (chunks of dimensions contiguous with each other, each split
+    or merged into the view's dimensions), or None where no view exists. Every comparison is
+    settled by `decide` (True, False, or None: not decided for all sizes); an undecided one
+    also gives None, so the caller copies rather than narrow a Graph with a new guard."""
+
+    def holds(condition: sympy.Basic) -> bool:
+        if condition in (sympy.true, sympy.false):
+            return bool(condition)
+        answer = decide(condition)
+        if answer is None:
+            raise _Undecided
+        return answer
+
+    if not sizes or any(sympy.sympify(n) == 0 for n in (*sizes, *shape)):
+        return None  # c10's rules for empty tensors differ; a copy is right at every size
+    new: list[sympy.Expr] = [sympy.S.Zero] * len(shape)
+    try:
+        view_dim = len(shape) - 1
+        base: sympy.Expr = sympy.sympify(strides[-1])
+        tensor_numel: sympy.Expr = sympy.S.One
+        view_numel: sympy.Expr = sympy.S.One
+        for dim in range(len(sizes) - 1, -1, -1):
+            tensor_numel = tensor_numel * sizes[dim]
+            ends_chunk = dim == 0 or (
+                not holds(sympy.Eq(sizes[dim - 1], 1))
+                and not holds(sympy.Eq(strides[dim - 1], tensor_numel * base))
+            )
+            if not ends_chunk:
+                continue
+            while view_dim >= 0 and (
+                holds(sympy.Lt(view_numel, tensor_numel)) or holds(sympy.Eq(shape[view_dim], 1))
+            ):
+                new[view_dim] = sympy.expand(view_numel * base)
+                view_numel = view_numel * shape[view_dim]
+                view_dim -= 1
+            if not holds(sympy.Eq(view_numel, tensor_numel)):
+                return None
+            if dim > 0:
+                base = sympy.sympify(strides[dim - 1])
+                tensor_numel = view_numel = sympy.S.One
+    except _Undecided:
+        return None
+    return new if view_dim == -1 else None
+
+
+class _Undecided(Exception):
+    """A comparison `view_strides` needs holds for some sizes and not for others."""
