@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -27,6 +27,7 @@ from ember.inductor.ir.tensors import Layout
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode
 from ember.inductor.scheduler.memory_planning import Allocation, MemoryPlan, plan_memory
 from ember.prims.ops import op_schema
+from ember.prims.symbolic import ValueRange, bound
 
 
 def generate_wrapper(
@@ -53,6 +54,8 @@ def generate_wrapper(
         emit(f"    {inputs[position]} = {inputs[position]}.to(DEVICE, non_blocking=True)")
     for symbol, (position, dim) in program.size_symbols.items():
         emit(f"    {symbol} = {inputs[position]}.shape[{dim}]")
+    names = _SizeNames()
+    hoisted_at = len(lines)  # the sizes computed from the symbols go here
     plan = plan or plan_memory(program, scheduled, sources)
     program = _allocated_as_viewed(program, scheduled, plan)
     for position, item in enumerate(scheduled):
@@ -60,26 +63,27 @@ def generate_wrapper(
             allocation = dataclasses.replace(
                 allocation, layout=program.storages[allocation.name].layout or allocation.layout
             )
-            emit(f"    {_allocate(allocation, program)}")
+            emit(f"    {_allocate(allocation, program, names)}")
             if allocation.reuses is not None and not allocation.in_place:
                 emit(f"    del {allocation.reuses}")
         if isinstance(item, Kernel):
             source = sources[item.name]
-            call_args = [*source.grid] + [
+            call_args = [names.expression(n) for n in source.grid] + [
                 backend.pointer(a.name) if a.kind == "pointer" else a.name for a in source.arguments
             ]
             # `.launch`: a Triton kernel's bound fast path (one Python frame, not two)
             emit(f"    kernels[{source.name!r}].launch({', '.join(call_args)})")
         else:
-            _extern(emit, item, program)
+            _extern(emit, item, program, names)
         dead = plan.releases.get(position)
         if dead:
             emit(f"    del {', '.join(dead)}")
-    results = [_output(arg, program) for arg in program.outputs]
+    results = [_literal(arg, program, names) for arg in program.outputs]
     for position, layout in program.output_restrides.items():
-        size, stride = _shape(layout.size), _shape(layout.stride)
+        size, stride = names.shape(layout.size), names.shape(layout.stride)
         results[position] = f"restride({results[position]}, {size}, {stride})"
     emit(f"    return ({''.join(r + ', ' for r in results)})")
+    lines[hoisted_at:hoisted_at] = [f"    {name} = {text}" for text, name in names.names.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -160,29 +164,63 @@ def _same_span(
     return sympy.expand(extent(*a) - extent(*b)) == 0
 
 
-def _shape(sizes: Sequence[Any]) -> str:
-    return "(" + "".join(f"{python_index(s)}, " for s in sizes) + ")"
+class _SizeNames:
+    """The sizes and strides over size symbols that the wrapper uses, each computed once a
+    call into a local right after the symbols are bound (`(s0**2, s0, 1, )` was built at each
+    of its uses: ~140 tuples and products a call in a 12-layer GPT-2, where a static wrapper
+    loads constants)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}  # Python text -> its local's name
+
+    def shape(self, sizes: Sequence[Any]) -> str:
+        """A tuple of sizes or strides: its literal when static, else its local."""
+        text = "(" + "".join(f"{python_index(s)}, " for s in sizes) + ")"
+        return text if _static(sizes) else self._name(text)
+
+    def index(self, expr: Any) -> str:
+        """One size expression: a literal or a symbol as it is, else its local."""
+        return self.expression(python_index(expr))
+
+    def expression(self, text: str) -> str:
+        """Python text of a size (a kernel's grid): an int literal or a name as it is."""
+        if text.isidentifier() or text.lstrip("-").isdigit():
+            return text
+        return self._name(text)
+
+    def _name(self, text: str) -> str:
+        name = self.names.get(text)
+        if name is None:
+            name = self.names[text] = f"size{len(self.names)}"
+        return name
 
 
-def _allocate(allocation: Allocation, program: Program) -> str:
+def _static(sizes: Sequence[Any]) -> bool:
+    return all(isinstance(n, (int, sympy.Integer)) for n in sizes)
+
+
+def _allocate(allocation: Allocation, program: Program, names: _SizeNames) -> str:
     """The line that creates a buffer: fresh, or a view of the dead storage it reuses."""
     layout = allocation.layout
-    size, stride = _shape(layout.size), _shape(layout.stride)
+    size, stride = names.shape(layout.size), names.shape(layout.stride)
     name, donor = allocation.name, allocation.reuses
     if donor is None:
         return f"{name} = empty_strided({size}, {stride}, dtype={layout.dtype}, device=DEVICE)"
     kind = "in place" if allocation.in_place else "reuse"
-    if _same_tensor(program.storages[donor], layout):
+    if _same_tensor(program.storages[donor], layout, program.size_ranges):
         return f"{name} = {donor}  # {kind} {donor}, same layout"
     offset = "0" if program.storages[donor].layout is not None else f"{donor}.storage_offset()"
     return f"{name} = as_strided({donor}, {size}, {stride}, {offset})  # {kind} {donor}"
 
 
-def _same_tensor(donor: Storage, layout: Layout) -> bool:
+def _same_tensor(
+    donor: Storage, layout: Layout, ranges: Mapping[str, tuple[int, int | None]]
+) -> bool:
     """Whether the view `_allocate` would make of `donor` is `donor` as it stands: a buffer
     allocated in `layout`, or an extern result declared in it (restrided to it when it has
     more than one element). The buffer is then the donor's tensor, not an `as_strided` of it
-    (~2 us a call on the CPU; 12 in a 2-layer GPT-2 training step)."""
+    (~2 us a call on the CPU; 12 in a 2-layer GPT-2 training step; over size symbols, 18 of
+    a 12-layer GPT-2's 112 views a call)."""
     if donor.dtype != layout.dtype:
         return False
     own = donor.layout
@@ -191,13 +229,27 @@ def _same_tensor(donor: Storage, layout: Layout) -> bool:
     declared = donor.declared
     if declared is None or _key(declared)[:3] != _key(layout)[:3]:
         return False
-    size = tuple(declared.size)
-    if not all(isinstance(n, (int, sympy.Integer)) for n in size):
-        return False
-    return math.prod(int(n) for n in size) > 1  # restride leaves a 0/1-element result as is
+    # restride leaves a 0/1-element result as is
+    return _fewest_elements(declared.size, ranges) > 1
 
 
-def _view(arg: TensorArg, program: Program) -> str:
+def _fewest_elements(size: Sequence[Any], ranges: Mapping[str, tuple[int, int | None]]) -> int:
+    """A lower bound of the elements a layout of `size` holds, each size symbol at the low
+    end of its range (`Program.size_ranges`; 0 for one without a range)."""
+    count = 1
+    for n in size:
+        if isinstance(n, (int, sympy.Integer)):
+            count *= int(n)
+            continue
+        symbols = sympy.sympify(n).free_symbols
+        if any(str(s) not in ranges for s in symbols):
+            return 0
+        lower = bound(n, {s: ValueRange.of(*ranges[str(s)]) for s in symbols}).lower
+        count *= int(lower) if lower.is_finite and lower > 0 else 0
+    return count
+
+
+def _view(arg: TensorArg, program: Program, names: _SizeNames) -> str:
     layout = arg.layout
     own: Layout | None = program.storages[arg.storage].layout
     if (
@@ -215,38 +267,40 @@ def _view(arg: TensorArg, program: Program) -> str:
         and declared.stride == layout.stride
     ):
         return arg.storage
-    offset = python_index(layout.offset)
+    offset = names.index(layout.offset)
     if own is None:  # inputs and extern results: our offsets count from their first element
         offset = f"{arg.storage}.storage_offset() + {offset}"
-    return f"as_strided({arg.storage}, {_shape(layout.size)}, {_shape(layout.stride)}, {offset})"
+    size, stride = names.shape(layout.size), names.shape(layout.stride)
+    return f"as_strided({arg.storage}, {size}, {stride}, {offset})"
 
 
-def _literal(value: Any, program: Program) -> str:
+def _literal(value: Any, program: Program, names: _SizeNames) -> str:
     if isinstance(value, TensorArg):
-        return _view(value, program)
+        return _view(value, program, names)
     if isinstance(value, (list, tuple)):
-        inner = "".join(_literal(v, program) + ", " for v in value)
+        inner = "".join(_literal(v, program, names) + ", " for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return f"float({str(value)!r})"
         return repr(value)
     if isinstance(value, complex):  # polar's backward multiplies by 1j
-        return f"complex({_literal(value.real, program)}, {_literal(value.imag, program)})"
+        real, imag = _literal(value.real, program, names), _literal(value.imag, program, names)
+        return f"complex({real}, {imag})"
     if isinstance(value, torch.device):
         return f"torch.device({str(value)!r})"
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
         return str(value)
     if isinstance(value, sympy.Basic):
-        return python_index(value)
+        return names.index(value)
     if value is None or isinstance(value, (bool, int, str)):
         return repr(value)
     raise TypeError(f"cannot pass {value!r} to an extern op")
 
 
-def _extern(emit: Any, node: ExternNode, program: Program) -> None:
-    args = [_literal(a, program) for a in node.args]
-    args += [f"{k}={_literal(v, program)}" for k, v in node.kwargs.items()]
+def _extern(emit: Any, node: ExternNode, program: Program, names: _SizeNames) -> None:
+    args = [_literal(a, program, names) for a in node.args]
+    args += [f"{k}={_literal(v, program, names)}" for k, v in node.kwargs.items()]
     note = f"  # {node.source}" if node.source else ""
     call = f"ops[{node.target!r}]({', '.join(args)})"
     if not any(o is not None for o in node.outputs):
@@ -255,18 +309,18 @@ def _extern(emit: Any, node: ExternNode, program: Program) -> None:
     if _tensor_returns(node.target) == len(node.outputs):
         # a Tensor or a tuple of Tensors: bound directly, each restrided only when its
         # strides differ (no call per extern to flatten the result or to compare strides)
-        names = [storage or "_" for storage in node.outputs]
-        target = names[0] if len(names) == 1 else ", ".join(names)
+        bound = [storage or "_" for storage in node.outputs]
+        target = bound[0] if len(bound) == 1 else ", ".join(bound)
         emit(f"    {target} = {call}{note}")
         for storage in node.outputs:
             declared = program.storages[storage].declared if storage is not None else None
             if storage is None or declared is None:
                 continue
-            size, stride = _shape(declared.size), _shape(declared.stride)
-            present = "" if len(names) == 1 else f"{storage} is not None and "  # an unasked grad
+            size, stride = names.shape(declared.size), names.shape(declared.stride)
+            present = "" if len(bound) == 1 else f"{storage} is not None and "  # an unasked grad
             emit(f"    if {present}{storage}.stride() != {stride}:")
             emit(f"        {storage} = restride({storage}, {size}, {stride})")
-        if "_" in names:
+        if "_" in bound:
             emit("    del _")
         return
     emit(f"    result = flatten_result({call}){note}")
@@ -277,7 +331,7 @@ def _extern(emit: Any, node: ExternNode, program: Program) -> None:
         if declared is None:
             emit(f"    {storage} = result[{position}]")
             continue
-        size, stride = _shape(declared.size), _shape(declared.stride)
+        size, stride = names.shape(declared.size), names.shape(declared.stride)
         emit(f"    {storage} = restride(result[{position}], {size}, {stride})")
     emit("    del result")  # each output's lifetime is its own name's
 
@@ -294,12 +348,6 @@ def _tensor_returns(target: str) -> int | None:
     if all(isinstance(returned.type, torch.TensorType) for returned in schema.returns):
         return len(schema.returns)
     return None
-
-
-def _output(arg: object, program: Program) -> str:
-    if isinstance(arg, TensorArg):
-        return _view(arg, program)
-    return _literal(arg, program)
 
 
 def flatten_result(result: Any) -> list[Any]:
