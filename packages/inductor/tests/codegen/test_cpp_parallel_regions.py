@@ -10,8 +10,10 @@ scalar one.
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -145,3 +147,74 @@ def test_a_dropout_mask_in_a_loop_nest_is_a_vectorized_loop(tmp_path: Path) -> N
     # Philox's 32x32->64-bit products: packed when the loop is vectorized, `imul` when not
     packed = [line for line in listing if "\tvpmuludq" in line or "\tvpmullq" in line]
     assert packed
+
+
+_COUNTING_HARNESS = r"""
+#define _GNU_SOURCE 1
+#include <dlfcn.h>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+static int regions = 0;
+extern "C" void GOMP_parallel(void (*fn)(void*), void* data, unsigned threads, unsigned flags) {
+  ++regions;  // then libgomp's own
+  auto real = reinterpret_cast<void (*)(void (*)(void*), void*, unsigned, unsigned)>(
+      dlvsym(dlopen("libgomp.so.1", RTLD_NOW), "GOMP_parallel", "GOMP_4.0"));
+  real(fn, data, threads, flags);
+}
+int main(int argc, char** argv) {
+  void* library = dlopen(argv[1], RTLD_NOW);
+  auto kernel = reinterpret_cast<void (*)(void*, void*, int64_t)>(dlsym(library, argv[2]));
+  for (int64_t rows : {4L, 4096L}) {
+    std::vector<float> x(rows * 64, 1.0f), y(rows * 64);
+    regions = 0;
+    kernel(x.data(), y.data(), rows);
+    std::printf("%ld %d %g\n", rows, regions, y[rows * 64 - 1]);
+  }
+}
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which(COMPILER) is None or platform.system() != "Linux", reason="needs g++ on Linux"
+)
+def test_a_small_symbolic_call_opens_no_parallel_region(tmp_path: Path) -> None:
+    # a false `if(parallel: ...)` still called libgomp: TinyDecoder's symbolic Graph paid a
+    # GOMP_parallel call in each of its kernels at 4x4 tokens, where the static Graph's small
+    # kernels open none. Counted by a harness whose own GOMP_parallel the kernels bind to.
+    from ember.inductor.codegen.cpp.compiler import compile_shared_library
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x) * 2
+
+    x = torch.randn(8, 64)
+    tracer = prims.Tracer(prims.symbolic.ShapeEnv())
+    traced = tracer.add_input(x, "x", dynamic_dims=(0,))
+    tracer.set_inputs_signature(prims.tree_flatten((x,))[1], [prims.Ref(traced.value_name)])
+    with tracer.active():
+        out = fn(traced)
+    compiled = compile_graph(tracer.finish(out), (x,))
+    for rows in (4, 4096):  # below and above the thread threshold: the same values
+        x = torch.randn(rows, 64)
+        torch.testing.assert_close(compiled(x), fn(x))
+    (name,) = [
+        line.split("(")[0].split()[-1]
+        for line in compiled.module.splitlines()
+        if line.startswith('extern "C" void ')
+    ]
+    (tmp_path / "module.so").write_bytes(compile_shared_library(compiled.module))
+    (tmp_path / "harness.cpp").write_text(_COUNTING_HARNESS)
+    harness = tmp_path / "harness"
+    command = [COMPILER, "-O1", "-rdynamic", str(tmp_path / "harness.cpp"), "-o", str(harness)]
+    subprocess.run([*command, "-ldl"], check=True, capture_output=True)
+    lines = subprocess.run(
+        [str(harness), str(tmp_path / "module.so"), name],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "2"},
+    ).stdout.split("\n")
+    counts = {int(line.split()[0]): int(line.split()[1]) for line in lines if line}
+    gelu = float(F.gelu(torch.tensor(1.0)) * 2)
+    assert all(abs(float(line.split()[2]) - gelu) < 1e-5 for line in lines if line)
+    assert counts == {4: 0, 4096: 1}

@@ -18,6 +18,7 @@ from ember.inductor.codegen.cpp.exponential import EXP_PRELUDE
 from ember.inductor.codegen.cpp.half_precision import HALF_PRELUDE, HALF_TYPES, uses_half_precision
 from ember.inductor.codegen.cpp.kernel import CppKernel
 from ember.inductor.codegen.cpp.ops import CPP_TYPES, PRELUDE
+from ember.inductor.codegen.cpp.parallel_regions import serial_twin
 from ember.inductor.codegen.cpp.tiling import TRANSPOSE_PRELUDE
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
@@ -38,7 +39,7 @@ class CppBackend:
     kernel_prefix = "cpp"
 
     def generate(self, kernel: Kernel, program: Program) -> KernelSource:
-        return CppKernel(kernel, program).generate()
+        return serial_twin(CppKernel(kernel, program).generate())
 
     def module(self, kernels: Sequence[KernelSource]) -> str:
         prelude = [PRELUDE.strip()]
