@@ -34,6 +34,7 @@ from ember.inductor.codegen.cpp.ops import (
 from ember.inductor.codegen.cpp.outer_lanes import generate_outer_lanes, outer_lanes
 from ember.inductor.codegen.cpp.parallel_regions import thread_clause
 from ember.inductor.codegen.cpp.printer import cpp_index
+from ember.inductor.codegen.cpp.row_invariants import hoist_row_invariant_loads
 from ember.inductor.codegen.cpp.row_reuse import row_capacity, shared_rows, structure, subtrees
 from ember.inductor.codegen.cpp.row_sums import combine_lanes, declare_lanes, generate_row_sum
 from ember.inductor.codegen.cpp.tiling import generate_tiled, transposed_tile
@@ -282,6 +283,7 @@ class CppKernel(ValueScopes):
                 self.line(f"{CPP_TYPES[key[-1]]} {row}[{capacity}L];")  # type: ignore[index]
             if parallel_outer and tile is None:
                 widen_byte_rows(self)
+            hoist_row_invariant_loads(self)
             self._members(parallel_outer)
         for _ in range(loops_open):
             self.depth -= 1
@@ -361,6 +363,13 @@ class CppKernel(ValueScopes):
             source = member.body.args[0] if _rounded_to(member, half) else None
             unrounded = names.get(id(source)) if isinstance(source, BodyValue) else None
             value = narrow(half, unrounded or value)
+        forward = None
+        if member.level == "reduction" and half is None and not member.store_indirect:
+            # a row's result stored before the loops that read it: they read the variable
+            # (row_invariants.py: GCC cannot hoist the load past stores that may alias it)
+            forward = self.fresh()
+            self.line(f"{cpp} {forward} = {value};")
+            value = forward
         if member.store_mode == "atomic_add":
             self.line("#pragma omp atomic")
             self.line(f"{target} += {value};")
@@ -368,6 +377,9 @@ class CppKernel(ValueScopes):
             assert member.store_mode is None, member.store_mode
             self.line(f"{target} = {value};")
         self.forget_loads(storage)
+        if forward is not None and member.store_mode is None:
+            key = ("load", storage, str(member.store_index), member.node.dtype)
+            self.scopes[-1][key] = forward
 
     def _reduction_loops(self, parallel_clause: str) -> list[str]:
         headers = []

@@ -61,7 +61,7 @@ def generate_row_sum(cpp: CppKernel, member: Member, accumulator: str, lanes: st
         blocks, tail = f"{whole}L", int(extent) > whole
     else:
         whole = None
-        blocks, tail = f"({size} / {SUM_LANES}L * {SUM_LANES}L)", True
+        blocks, tail = f"(({size}) / {SUM_LANES}L * {SUM_LANES}L)", True
     saved = set(cpp.saved)
     if whole != 0:
         _blocks(cpp, member, variable, blocks, lanes)
