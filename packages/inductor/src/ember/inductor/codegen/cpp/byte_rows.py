@@ -29,13 +29,13 @@ if TYPE_CHECKING:
 BYTE_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8})
 
 
-def _unmasked_loads(node: BodyValue) -> list[BodyValue]:
+def unmasked_loads(node: BodyValue) -> list[BodyValue]:
     """The loads of a body outside `masked` subtrees (those may be out of range unmasked)."""
     if node.op == "load":
         return [node]
     if node.op == "masked":
         return []
-    return [load for child in node.children() for load in _unmasked_loads(child)]
+    return [load for child in node.children() for load in unmasked_loads(child)]
 
 
 def widen_byte_rows(cpp: CppKernel) -> None:
@@ -54,7 +54,7 @@ def widen_byte_rows(cpp: CppKernel) -> None:
     for member in kernel.members:
         if member.level != "reduction":
             continue
-        for load in _unmasked_loads(member.body):
+        for load in unmasked_loads(member.body):
             storage, index, indirect = load.args
             assert isinstance(index, sympy.Expr)
             if (

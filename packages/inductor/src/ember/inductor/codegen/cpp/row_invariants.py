@@ -18,19 +18,10 @@ from typing import TYPE_CHECKING
 
 import sympy
 
-from ember.inductor.ir.body import BodyValue
+from ember.inductor.codegen.cpp.byte_rows import unmasked_loads
 
 if TYPE_CHECKING:
     from ember.inductor.codegen.cpp.kernel import CppKernel
-
-
-def _unmasked_loads(node: BodyValue) -> list[BodyValue]:
-    """The loads of a body outside `masked` subtrees (those may be out of range unmasked)."""
-    if node.op == "load":
-        return [node]
-    if node.op == "masked":
-        return []
-    return [load for child in node.children() for load in _unmasked_loads(child)]
 
 
 def hoist_row_invariant_loads(cpp: CppKernel) -> None:
@@ -44,7 +35,7 @@ def hoist_row_invariant_loads(cpp: CppKernel) -> None:
     for member in kernel.members:
         if member.level == "outer":
             continue
-        for load in _unmasked_loads(member.body):
+        for load in unmasked_loads(member.body):
             storage, index, indirect = load.args
             if indirect or str(storage) in written or not isinstance(index, sympy.Expr):
                 continue
