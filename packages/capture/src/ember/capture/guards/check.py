@@ -6,12 +6,15 @@ every guard's expression; any exception while reading a source counts as a miss.
 way (None on a miss), so a call reads each parameter once, not once for the guards and again
 for the Graph. Once the C tensor guards are built (native.py), the tensor guards of plain
 Tensors and Parameters are checked in batches, one C call each, in place of their Python
-expressions; everything else stays the generated Python.
+expressions; everything else stays the generated Python. A run of constant or identity
+guards on items of one dict, list or tuple (a label map's 1000 entries) is one test: the
+items read by one `itemgetter`, compared as tuples in C.
 """
 
 from __future__ import annotations
 
 import contextlib
+import operator
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +23,7 @@ from typing import Any
 
 from ember.capture.guards.kinds import Guard, GuardKind, TensorFacts
 from ember.capture.guards.native import NATIVE, NATIVE_TYPES, NativeGuards
-from ember.capture.guards.source import Source
+from ember.capture.guards.source import ItemSource, Source
 
 
 @dataclass
@@ -162,9 +165,25 @@ def _append_checks(
             batch.clear()
             batched.clear()
 
-    for guard in guards:
+    exact: set[Source] = set()  # sources whose type is guarded to be exactly dict/list/tuple
+    index = 0
+    while index < len(guards):
+        guard = guards[index]
+        index += 1
         start = len(lines)
         touched.clear()
+        run = _item_run(guards, index - 1, exact)
+        if len(run) >= _GROUPED:
+            index += len(run) - 1
+            condition = _grouped_expr(run, namespace, tracking)
+            if _reaches(touched, batched):
+                flush(start)
+            lines.append(f"        if not {condition}:")
+            lines.append(_MISS)
+            continue
+        if guard.kind is GuardKind.TYPE and guard.expected in _ITEM_TYPES:
+            with contextlib.suppress(TypeError):
+                exact.add(guard.source)  # type: ignore[arg-type]
         if module is not None and is_native_tensor_guard(guard):
             assert guard.source is not None
             name = tracking(guard.source)
@@ -180,6 +199,66 @@ def _append_checks(
         lines.append(f"        if not {condition}:")
         lines.append(_MISS)
     flush(len(lines))
+
+
+# Containers whose items a grouped guard reads: `[key]` on them calls no user code.
+_ITEM_TYPES = (dict, list, tuple)
+# Keys and constant values a grouped guard accepts: hashing and `==` call no user code, and
+# `==` holds exactly when the per-item check does (no NaN floats: `==` on a tuple says an
+# object equals itself).
+_PLAIN_KEYS = (int, str)
+_PLAIN_VALUES = (int, str, bool, type(None))
+# The shortest run of item guards checked as one: below it, one line per item is as fast.
+_GROUPED = 4
+
+
+def _item_run(guards: list[Guard], start: int, exact: set[Source]) -> list[Guard]:
+    """The guards from `start` on that check items of one container by one test: constant
+    guards (`config.id2label[i] == 'tench'`, 1000 of ResNet-50's training entry) or identity
+    guards (`LOSS_MAPPING['ForCausalLM'] is f`), consecutive, on `[key]`s of a source whose
+    type an earlier guard pins to dict, list or tuple. Empty when `guards[start]` is none."""
+    first = guards[start]
+    if not _groupable(first, exact):
+        return []
+    run = [first]
+    for guard in guards[start + 1 :]:
+        if guard.kind is not first.kind or not _groupable(guard, exact):
+            break
+        if guard.source.base != first.source.base:  # type: ignore[union-attr]
+            break
+        run.append(guard)
+    return run
+
+
+def _groupable(guard: Guard, exact: set[Source]) -> bool:
+    source = guard.source
+    if not isinstance(source, ItemSource) or type(source.index) not in _PLAIN_KEYS:
+        return False
+    try:
+        if source.base not in exact:
+            return False
+    except TypeError:  # an unhashable index further down
+        return False
+    if guard.kind is GuardKind.ID:
+        return True
+    return guard.kind is GuardKind.CONSTANT and type(guard.expected) in _PLAIN_VALUES
+
+
+def _grouped_expr(
+    run: list[Guard], namespace: dict[str, Any], read: Callable[[Source], str]
+) -> str:
+    """One expression holding exactly when every guard of `run` (from `_item_run`) holds:
+    the items read by one `itemgetter` in the guards' order, then compared as tuples in C
+    (identities by `id`, which the expected objects, kept alive here, keep unique)."""
+    base = read(run[0].source.base)  # type: ignore[union-attr]
+    getter = _constant(namespace, operator.itemgetter(*(g.source.index for g in run)))  # type: ignore[union-attr]
+    if run[0].kind is GuardKind.ID:
+        ids = _constant(namespace, tuple(id(g.expected) for g in run))
+        namespace.setdefault("___kept", []).append([g.expected for g in run])
+        return f"tuple(map(id, {getter}({base}))) == {ids}"
+    types = _constant(namespace, tuple(type(g.expected) for g in run))
+    values = _constant(namespace, tuple(g.expected for g in run))
+    return f"(tuple(map(type, __v := {getter}({base}))) == {types} and __v == {values})"
 
 
 def _native_lines(
