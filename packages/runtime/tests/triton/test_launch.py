@@ -4,6 +4,7 @@ that fails on a CPU tensor explained with the parameter's name."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,8 +59,10 @@ def test_fast_path_arguments() -> None:
     launch = _launch(run, aligned=True)
     x, out = torch.empty(128), torch.empty(128)
     launch(100, x, out, 100)
+    # checked pointers go to the launcher as the addresses the alignment test read
+    addresses = (x.data_ptr(), out.data_ptr())
     assert run.calls == [
-        (4, 1, 1, 1007, "cu-function", (4, 1, 0), None, None, None, x, out, 100, 32)
+        (4, 1, 1, 1007, "cu-function", (4, 1, 0), None, None, None, *addresses, 100, 32)
     ]
     launch(0, x, out, 0)  # an empty launch has grid 0 (Triton's launcher skips it)
     assert run.calls[-1][:3] == (0, 1, 1)
@@ -72,7 +75,7 @@ def test_constexprs_follow_the_kernels_parameter_order() -> None:
     )
     x, out = torch.empty(16), torch.empty(16)
     launch(16, x, out, 16)
-    assert run.calls[0][9:] == (32, x, 8, out, 16)
+    assert run.calls[0][9:] == (32, x.data_ptr(), 8, out.data_ptr(), 16)
 
 
 def test_unaligned_pointer_uses_the_unaligned_variant() -> None:
@@ -104,8 +107,9 @@ def test_known_aligned_pointers_are_not_checked() -> None:
     )
     assert "in_ptr0.data_ptr()" in launch.source  # type: ignore[attr-defined]
     assert "out_ptr0.data_ptr()" not in launch.source  # type: ignore[attr-defined]
-    launch(8, torch.empty(8), torch.empty(8), 8)
-    assert len(run.calls) == 1
+    x, out = torch.empty(8), torch.empty(8)
+    launch(8, x, out, 8)
+    assert run.calls[0][9:12] == (x.data_ptr(), out, 8)  # an unchecked pointer goes as it is
 
 
 def test_cpu_tensor_names_the_parameter() -> None:
@@ -134,7 +138,7 @@ def test_launch_hooks_get_launch_metadata() -> None:
         arg_names=(*PARAMS, "XBLOCK"),
         constants={"XBLOCK": 32},
         pointers=(0, 1),
-        checked=(),
+        checked=(0, 1),
         block=32,
         device=2,
         compiled=Compiled(),
@@ -144,8 +148,10 @@ def test_launch_hooks_get_launch_metadata() -> None:
         get_stream=lambda device: 5,
         enter_hook=enter,
     )
-    launch(64, torch.empty(64), torch.empty(64), 64)
+    x, out = torch.empty(64), torch.empty(64)
+    launch(64, x, out, 64)
     assert run.calls[0][6:9] == ("metadata grid=(2, 1, 1) stream=5 args=4", enter, None)
+    assert run.calls[0][9:11] == (x, out)  # hooks and launch metadata see the tensors
 
 
 def test_direct_call_passes_what_tritons_cuda_launcher_would() -> None:
@@ -179,7 +185,8 @@ def test_direct_call_passes_what_tritons_cuda_launcher_would() -> None:
     assert "_e_run(_e_grid, 1, 1, _e_stream, _e_function, False, False, None, None" in launch.source  # type: ignore[attr-defined]
     x, out = torch.empty(64), torch.empty(64)
     launch(64, x, out, 64)
-    launcher(2, 1, 1, 99, 1234, (4, 1, 0), None, None, None, x, out, 64, 32)  # Triton's own path
+    addresses = x.data_ptr(), out.data_ptr()  # Triton's C launcher takes ints as addresses
+    launcher(2, 1, 1, 99, 1234, (4, 1, 0), None, None, None, *addresses, 64, 32)  # Triton's path
     assert len(recorded) == 2 and recorded[0] == recorded[1]
 
     launcher.global_scratch_size = 128  # needs scratch memory: keep Triton's Python wrapper
@@ -240,3 +247,43 @@ def test_empty_hook_chains_cost_no_metadata_and_a_hook_added_later_is_called() -
     enter.add(seen.append)
     launch(64, x, out, 64)
     assert made == [(2, 1, 1)] and run.calls[1][6:9] == ("metadata", enter, leave)
+
+
+def test_kernel_call_checks_devices_the_bound_launch_trusts(tmp_path: Path) -> None:
+    """The bound launch passes addresses (no device check by Triton's launcher): a CPU tensor
+    through `TritonKernel.__call__` is refused by name before it reaches the launch."""
+    from ember.runtime import ArtifactCache, LaunchConfig, TritonKernel, load_triton_module
+
+    from .kernels import POINTWISE, POINTWISE_SIGNATURE
+
+    cache = ArtifactCache(tmp_path)
+    kernel = TritonKernel(
+        load_triton_module(POINTWISE, cache),
+        "add_kernel",
+        signature=POINTWISE_SIGNATURE,
+        configs=[LaunchConfig((("XBLOCK", 32),))],
+        grid_block="XBLOCK",
+        cache=cache,
+    )
+    run = FakeRun()
+    kernel.launch = compiled_launch(  # what `_bind` makes on a GPU, with a fake launcher
+        kernel="add_kernel",
+        params=("in_ptr0", "in_ptr1", "out_ptr0", "xnumel"),
+        arg_names=("in_ptr0", "in_ptr1", "out_ptr0", "xnumel", "XBLOCK"),
+        constants={"XBLOCK": 32},
+        pointers=(0, 1, 2),
+        checked=(0, 1, 2),
+        block=32,
+        device=0,
+        compiled=None,
+        run=run,
+        function=None,
+        packed_metadata=None,
+        get_stream=lambda device: 0,
+    )
+    a, b, out = torch.ones(8), torch.ones(8), torch.empty(8)
+    with pytest.raises(KernelDeviceError, match=r"parameter 'in_ptr0'.*move the tensor to the GPU"):
+        kernel(8, a, b, out, 8)
+    assert run.calls == []
+    kernel.launch(8, a, b, out, 8)  # the wrapper's path: trusted
+    assert run.calls[0][9:12] == (a.data_ptr(), b.data_ptr(), out.data_ptr())

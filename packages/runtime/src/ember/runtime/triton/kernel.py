@@ -96,8 +96,15 @@ class TritonKernel:
         self.launch: Launch = self._first_launch
 
     def __call__(self, numel: int, *args: Any) -> None:
+        launch = self.launch
+        if launch != self._first_launch and not isinstance(launch, InterpretedLaunch):
+            # the bound launch passes addresses and trusts their device: a caller's tensors
+            # are checked here (a CPU tensor would reach the GPU as an address)
+            problem = explain_arguments(self.name, self.params, self.pointers, args, cuda=True)
+            if problem is not None:
+                raise problem
         try:
-            self.launch(numel, *args)
+            launch(numel, *args)
         except TypeError as error:
             if len(args) == len(self.params):
                 raise
