@@ -3,7 +3,8 @@
 A miss recompiles, up to `limit` entries per code object and compile() call; past it the
 function runs eagerly for inputs no entry accepts, after one warning that says why. A
 recompile that captures a Graph equal to an earlier entry's, under the same grad mode and
-autocast state, reuses that entry's compiled callable instead of calling the backend again.
+autocast state, reuses that entry's compiled callable instead of calling the backend again,
+and is checked before that entry.
 """
 
 from __future__ import annotations
@@ -53,6 +54,28 @@ class CodeEntries:
     compiled: list[tuple[Graph, tuple[Any, ...], Callable[..., Any]]] = field(default_factory=list)
     # (source, dim) pairs automatic dynamic has learnt for this code (DynamicPolicy)
     automatic: set[tuple[Source, int]] = field(default_factory=set)
+    # the entry captured last: a recompile's reason is why its guards failed
+    latest: CacheEntry | None = None
+
+    def add(self, entry: CacheEntry, reused: bool) -> None:
+        """Keep `entry`, checked after the others, except one whose Graph reused an earlier
+        entry's compiled code (`reused`): it goes just before the first entry with an equal
+        Graph. Both run the same code, and the newer guards are the ones later calls meet:
+        transformers' loss writes config.problem_type on its first call, so the first entry
+        of a classifier's training step fails on every later call, after ~2000 guards
+        (ResNet-50: 0.4 ms of a step on the H100 host)."""
+        self.latest = entry
+        if reused and entry.graph is not None:
+            program = _program(entry.graph)
+            for index, older in enumerate(self.entries):
+                if (
+                    older.graph is not None
+                    and _same_constants(older.graph, entry.graph)
+                    and _program(older.graph) == program
+                ):
+                    self.entries.insert(index, entry)
+                    return
+        self.entries.append(entry)
 
     def compiled_for(self, graph: Graph, state: tuple[Any, ...]) -> Callable[..., Any] | None:
         """The callable compiled earlier for a Graph that serializes as `graph` does (its
@@ -107,6 +130,7 @@ class CaptureCache:
             table.compiled.clear()
             table.automatic.clear()
             table.warned = False
+            table.latest = None
 
 
 CACHE = CaptureCache()

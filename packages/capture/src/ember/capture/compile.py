@@ -72,6 +72,7 @@ class CompiledFunction:
         self.backend = backend
         self.backend_name = name
         self.captures = 0
+        self._reused = False  # whether the capture in progress reused compiled code
         self.recompile_reasons: list[str] = []
         self.eager_fallbacks = 0
         self.table = CACHE.table(self.code)
@@ -112,16 +113,18 @@ class CompiledFunction:
         if table.entries:
             if len(table.entries) >= CACHE.limit:
                 return None
-            reason = table.entries[-1].check.failure(arguments, self.globals)
+            latest = table.latest or table.entries[-1]
+            reason = latest.check.failure(arguments, self.globals)
             reason += self._learn_dynamic_dims(arguments)
             self.recompile_reasons.append(reason)
             logs.recompiles.info(
                 "Recompiling %s (%s): %s", self.fn.__qualname__, self._where(), reason
             )
+        self._reused = False
         with old_objects_frozen():  # collections skip the process's older objects
             entry = capture_call(self.fn, arguments, self._compile_graph, self.options)
         self.captures += 1
-        table.entries.append(entry)
+        table.add(entry, reused=self._reused)
         explain.record(entry)
         report.record_capture(self.fn, entry, reason, started)
         return entry
@@ -159,6 +162,7 @@ class CompiledFunction:
                 self.fn.__qualname__,
                 self._where(),
             )
+            self._reused = True
             return known
         frame = Frame(f"{self.fn.__qualname__} ({self._where()})", self._break_count)
         compiled = compile_checked(self.backend, graph, example_inputs, frame)
@@ -187,7 +191,7 @@ class CompiledFunction:
 
     def _run_eagerly(self, table: CodeEntries, arguments: dict[str, Any]) -> Any:
         if not table.warned:
-            reason = table.entries[-1].check.failure(arguments, self.globals)
+            reason = (table.latest or table.entries[-1]).check.failure(arguments, self.globals)
             table.warned = True
             warnings.warn(
                 f"ember.compile: {self.fn.__qualname__} ({self._where()}) was recompiled "

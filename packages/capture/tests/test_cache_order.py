@@ -1,0 +1,89 @@
+"""The order in which a call meets the cached entries: an entry whose recompile reused an
+earlier entry's compiled code is checked first (both run the same code), so a classifier
+whose first call wrote its config does not check its stale first entry on every later call;
+recompile reasons still describe the entry captured last."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import torch
+
+from ember.capture.compile import compile as ember_compile
+from ember.capture.testing import CompileCounter
+
+
+class Config:
+    problem_type: str | None = None
+
+
+class Classifier(torch.nn.Module):
+    """Writes its config on the first call, as transformers' classification loss does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = Config()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.config.problem_type is None:
+            self.config.problem_type = "single_label_classification"
+        if self.config.problem_type == "single_label_classification":
+            return self.linear(x).log_softmax(-1)
+        return self.linear(x)
+
+
+def _count_checks(state: Any, counts: Counter[int]) -> None:
+    """Count each entry's guard checks (by its position now) from here on."""
+    for index, entry in enumerate(state.table.entries):
+        check_inputs = entry.check.check_inputs
+
+        def counted(
+            arguments: Any, globals_dict: Any, index: int = index, original: Any = check_inputs
+        ) -> Any:
+            counts[index] += 1
+            return original(arguments, globals_dict)
+
+        entry.check.check_inputs = counted
+
+
+def test_the_entry_that_replaced_a_stale_one_is_checked_first() -> None:
+    torch.manual_seed(0)
+    model = Classifier()
+    x = torch.randn(2, 4)
+    counter = CompileCounter()
+    compiled = ember_compile(model, backend=counter)
+    state = compiled.forward._ember_compiled
+    compiled(x)
+    compiled(x)  # recompiles: the first call wrote problem_type
+    assert state.captures == 2 and counter.frame_count == 1
+    stale = next(e for e in state.table.entries if e is not state.table.latest)
+    assert state.table.entries[0] is state.table.latest
+    counts: Counter[int] = Counter()
+    _count_checks(state, counts)
+    expected = model.linear(x).log_softmax(-1)
+    for _ in range(5):
+        torch.testing.assert_close(compiled(x), expected)
+    assert counts == Counter({0: 5}), counts  # the stale entry is never checked
+
+    model.config.problem_type = None  # the stale entry's guards hold again: it serves
+    torch.testing.assert_close(compiled(x), expected)
+    assert state.captures == 2
+    assert stale in state.table.entries
+
+
+def test_recompile_reason_describes_the_latest_capture() -> None:
+    model = Classifier()
+    x = torch.randn(2, 4)
+    compiled = ember_compile(model, backend=CompileCounter())
+    state = compiled.forward._ember_compiled
+    compiled(x)
+    compiled(x)
+    model.config.problem_type = "regression"  # another Graph: a third capture
+    torch.testing.assert_close(compiled(x), model.linear(x))
+    assert state.captures == 3
+    assert (
+        "changed from 'single_label_classification' to 'regression'"
+        in (state.recompile_reasons[-1])
+    ), state.recompile_reasons
