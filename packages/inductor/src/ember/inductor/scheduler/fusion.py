@@ -27,6 +27,7 @@ from ember.inductor.ir.body import BodyValue
 from ember.inductor.ir.indexing import Expr, index_var, product, same, simplify_with_ranges
 from ember.inductor.ir.program import ExternNode, LoopNode, Program
 from ember.inductor.scheduler.loops import body_indices, simplify_loops
+from ember.inductor.scheduler.recompute_loads import recompute_loads
 
 
 @dataclass
@@ -85,6 +86,7 @@ def schedule(
             scheduled, node
         ):
             scheduled.append(_new_kernel(node, len(scheduled)))
+    recompute_loads(program, scheduled)
     _find_local_buffers(program, scheduled)
     for item in scheduled:
         if isinstance(item, Kernel):
