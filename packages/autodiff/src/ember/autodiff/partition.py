@@ -19,6 +19,7 @@ from ember.autodiff.dead_code import references
 from ember.autodiff.errors import PartitionError
 from ember.autodiff.joint import JointGraph
 from ember.autodiff.mincut import FlowNetwork
+from ember.autodiff.recompute_bans import banned_for_extra_reads
 from ember.autodiff.recompute_policy import (
     DEFAULT_POLICY,
     RECOMPUTABLE_OPS,
@@ -266,6 +267,18 @@ def _min_cut_saved(layout: _Layout, free: set[str], policy: RecomputePolicy) -> 
     network.vertex("sink")
     # Values the forward computes anyway; the rest is computed once, in whichever half.
     forward_required = layout.ancestors(forward_outputs, set())
+    extra_read_bans: set[str] = set()
+    if policy.ban_recompute_reading_more:
+        extra_read_bans = banned_for_extra_reads(
+            [name for name in candidates if name in forward_required],
+            layout.graph.nodes,
+            layout.producer,
+            sizes,
+            free | forward_outputs | set(layout.primals),
+            layout.backward_reads(),
+            layout.users,
+            policy,
+        )
     for name in candidates:
         network.add_edge(f"{name}:in", f"{name}:out", weights[name])
         if name in forward_outputs or name not in layout.producer:
@@ -276,6 +289,7 @@ def _min_cut_saved(layout: _Layout, free: set[str], policy: RecomputePolicy) -> 
             continue
         banned = any(name in forward_required for name in outputs) and (
             not is_recomputable(node.target)
+            or any(name in extra_read_bans for name in outputs)
             or (
                 policy.ban_materialized_in_backward
                 and any(_materialized_in_backward(layout, name) for name in outputs)
@@ -381,17 +395,61 @@ def _backward_graph(layout: _Layout, saved: list[str]) -> Graph:
             f"the backward needs {', '.join(sorted(missing))}, which the forward does not save; "
             "this is a bug in the partitioner"
         )
+    chosen = [
+        index
+        for index, node in enumerate(graph.nodes)
+        if any(v.name in needed and v.name not in available for v in node.output_values())
+    ]
     nodes: list[Node] = []
     defined = set(available)
-    for node in graph.nodes:
-        names = [v.name for v in node.output_values()]
-        if not any(name in needed and name not in available for name in names):
-            continue
-        nodes.append(_renamed_outputs(node, defined))
+    for index in _recomputed_where_read(layout, chosen):
+        nodes.append(_renamed_outputs(graph.nodes[index], defined))
         defined.update(v.name for v in nodes[-1].output_values())
     signature = [*saved, *layout.tangents]
     inputs = [_input(layout, name) for name in signature]
     return _graph(layout, inputs, signature, nodes, needed, list(layout.gradients))
+
+
+def _recomputed_where_read(layout: _Layout, chosen: list[int]) -> list[int]:
+    """The backward's nodes (`chosen`, joint-Graph indices in joint order) with each
+    recomputed node moved down to just before the first node that reads it.
+
+    In joint order every recomputed forward node precedes every backward node: a backward
+    compiled in program order would compute them all at its start and hold each until its
+    last reader (Llama's normalized block inputs and SiLU products for the whole network).
+    Placed where first read, each lives from its reader's block of the backward on."""
+    chosen_set = set(chosen)
+    emitted: set[int] = set()
+    order: list[int] = []
+
+    def emit(index: int) -> None:
+        # iterative post-order over the chosen producers of `index`'s arguments
+        stack = [(index, False)]
+        while stack:
+            current, expanded = stack.pop()
+            if current in emitted:
+                continue
+            if expanded:
+                emitted.add(current)
+                order.append(current)
+                continue
+            stack.append((current, True))
+            producers = {
+                layout.producer[ref.name]
+                for ref in references(layout.graph.nodes[current])
+                if ref.name in layout.producer
+            }
+            for producer in sorted(producers & chosen_set, reverse=True):
+                if producer not in emitted:
+                    stack.append((producer, False))
+
+    for index in chosen:
+        node = layout.graph.nodes[index]
+        if any(v.name in layout.tangent_dependent for v in node.output_values()):
+            emit(index)
+    for index in chosen:  # tangent-free gradients, and anything no backward node read
+        emit(index)
+    return order
 
 
 def _renamed_outputs(node: Node, defined: set[str]) -> Node:

@@ -57,6 +57,15 @@ class RecomputePolicy:
     # reads first and keeps the forward's early values short-lived.
     distance_per_mille: int = 1100
     max_distance: int = 100
+    # Never recompute a value whose recompute reads more bytes, from sources the backward keeps
+    # for nothing else, than the value holds (`recompute_bans.banned_for_extra_reads`):
+    # Llama's residual stream was rebuilt in the backward from the embedding through every
+    # block's projection outputs.
+    ban_recompute_reading_more: bool = True
+    # ...the extra reads, per mille of the value's bytes, at which it is banned.
+    extra_read_per_mille: int = 1000
+    # A source under 1/this of the value's bytes (a row statistic) does not count.
+    small_source_ratio: int = 8
 
 
 DEFAULT_POLICY = RecomputePolicy()

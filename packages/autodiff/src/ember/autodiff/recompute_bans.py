@@ -1,0 +1,153 @@
+"""Recomputable values the backward still may not compute again: those whose recompute reads
+more bytes than saving them would.
+
+The min cut minimizes the bytes saved; it does not see what a recompute reads. Recomputing a
+value reads its sources; a source the backward reads anyway costs nothing more, but one it
+keeps for nothing else than this recompute is an extra read. When the extra reads reach the
+value's own bytes, saving the value is cheaper for the backward (`banned_for_extra_reads`):
+Llama's residual stream, rebuilt in the backward from the embedding through every block's
+projection outputs, is cut into links of one add. The README's "recompute rules" has figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from ember.autodiff.dead_code import references
+from ember.autodiff.recompute_policy import RecomputePolicy, is_recomputable, is_view
+from ember.prims import Node
+
+CASTS = frozenset({"aten::_to_copy.default", "prims::convert_element_type"})
+
+
+def recompute_sources(
+    name: str,
+    nodes: Sequence[Node],
+    producer: Mapping[str, int],
+    stops: Collection[str],
+) -> set[str]:
+    """The values the backward reads to compute `name` again: its ancestors through
+    recomputable ops, stopping at values no recomputable op makes (matmul and reduction
+    results, primals) and at `stops` (values that will not be recomputed)."""
+    return recompute_region(name, nodes, producer, stops)[0]
+
+
+def recompute_region(
+    name: str,
+    nodes: Sequence[Node],
+    producer: Mapping[str, int],
+    stops: Collection[str],
+) -> tuple[set[str], set[str]]:
+    """`recompute_sources` of `name`, and the values its recompute computes (`name` too)."""
+    sources: set[str] = set()
+    region: set[str] = set()
+    seen = {name}
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        index = producer.get(current)
+        if current != name and (current in stops or index is None):
+            sources.add(current)
+            continue
+        if index is None or not is_recomputable(nodes[index].target):
+            sources.add(current)
+            continue
+        region.add(current)
+        for ref in references(nodes[index]):
+            if ref.name not in seen:
+                seen.add(ref.name)
+                pending.append(ref.name)
+    return sources, region
+
+
+def read_through_views(
+    reads: Collection[str], nodes: Sequence[Node], producer: Mapping[str, int]
+) -> set[str]:
+    """`reads` and the bases they view: a backward op reading a view of a value reads it."""
+    closed = set(reads)
+    pending = list(reads)
+    while pending:
+        index = producer.get(pending.pop())
+        if index is None or not is_view(nodes[index].target):
+            continue
+        for ref in references(nodes[index]):
+            if ref.name not in closed:
+                closed.add(ref.name)
+                pending.append(ref.name)
+    return closed
+
+
+def banned_for_extra_reads(
+    candidates: Sequence[str],
+    nodes: Sequence[Node],
+    producer: Mapping[str, int],
+    sizes: Mapping[str, int],
+    held_anyway: Collection[str],
+    backward_reads: Collection[str],
+    users: Mapping[str, Sequence[int]],
+    policy: RecomputePolicy,
+) -> set[str]:
+    """The recomputable `candidates` (in topological order, each computed by the forward
+    anyway) whose recompute reads, from sources the backward needs for nothing else, at least
+    `policy.extra_read_per_mille` / 1000 of the value's bytes.
+
+    A source needs reading for nothing else when no backward op reads it (or a view of it)
+    and every op that reads it is part of this recompute. Sources held anyway (`held_anyway`:
+    parameters, buffers, forward outputs) and small statistics (under
+    `1/policy.small_source_ratio` of the value: a row's mean, broadcast) do not count. Views
+    and casts are judged through the value they are taken of. A banned value is saved (or
+    something computed from it is) and becomes a source for the candidates after it, so a
+    chain is cut wherever its links' extra reads add up to a link's size."""
+    banned: set[str] = set()
+    read = read_through_views(backward_reads, nodes, producer)
+    for name in candidates:
+        index = producer.get(name)
+        if index is None or not is_recomputable(nodes[index].target):
+            continue
+        if is_view(nodes[index].target) or nodes[index].target in CASTS:
+            # judged through the value they are taken of: ranked on its own, a narrow cast
+            # would be saved next to the value the backward still reads (Llama's three bf16
+            # casts of each normalized input, one per projection)
+            continue
+        size = sizes.get(name, 0)
+        sources, region = recompute_region(name, nodes, producer, banned)
+        counted = [
+            source
+            for source in sources
+            if source not in held_anyway
+            and sizes.get(source, 0) * policy.small_source_ratio >= size
+        ]
+        extra_read = sum(
+            sizes.get(source, 0)
+            for source in counted
+            if source not in read and _read_only_within(source, region, nodes, producer, users)
+        )
+        if extra_read and extra_read * 1000 >= size * policy.extra_read_per_mille:
+            banned.add(name)
+    return banned
+
+
+def _read_only_within(
+    source: str,
+    region: Collection[str],
+    nodes: Sequence[Node],
+    producer: Mapping[str, int],
+    users: Mapping[str, Sequence[int]],
+) -> bool:
+    """Whether every op reading `source` (through views) computes a value of `region`: then
+    nothing but this recompute needs it (a ResNet convolution's output is also read by its
+    batch norm's statistics and the recompute of the normalized value, so it is not)."""
+    pending, seen = [source], {source}
+    while pending:
+        current = pending.pop()
+        for index in users.get(current, ()):
+            node = nodes[index]
+            outputs = [v.name for v in node.output_values()]
+            if is_view(node.target):
+                for out in outputs:
+                    if out not in seen:
+                        seen.add(out)
+                        pending.append(out)
+            elif not any(out in region for out in outputs):
+                return False
+    return True
