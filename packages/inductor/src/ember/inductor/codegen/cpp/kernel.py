@@ -1,7 +1,8 @@
 """One fused kernel as C++: OpenMP over the outer loops, a loop per reduction and per group
 of inner (epilogue) nodes, bodies emitted once per distinct value (common subexpressions
 shared), buffers local to the kernel kept in registers. Atomic accumulations are `+=` under
-`#pragma omp atomic`, and a loop holding one is not vectorized.
+`#pragma omp atomic`, and a loop holding one is not vectorized, but in a kernel that runs on
+one thread (serial_accumulation.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ember.inductor.codegen.cpp.printer import cpp_index
 from ember.inductor.codegen.cpp.row_invariants import hoist_row_invariant_loads
 from ember.inductor.codegen.cpp.row_reuse import row_capacity, shared_rows, structure, subtrees
 from ember.inductor.codegen.cpp.row_sums import combine_lanes, declare_lanes, generate_row_sum
+from ember.inductor.codegen.cpp.serial_accumulation import lanes_accumulate_apart
 from ember.inductor.codegen.cpp.tiling import generate_tiled, transposed_tile
 from ember.inductor.codegen.value_scopes import ValueScopes, operand_key
 from ember.inductor.ir.body import BodyValue, walk
@@ -70,6 +72,7 @@ class CppKernel(ValueScopes):
         self.offsets: dict[int, tuple[str, Expr]] = {}
         self.hoisting = 0  # how many hoisted masked values are being emitted
         self.row_loops = 0  # how many loops over the reduction dims are being emitted
+        self.serial = False  # known to open no parallel region: accumulations need no atomics
 
     # ---- emission helpers -------------------------------------------------------------------
 
@@ -255,9 +258,12 @@ class CppKernel(ValueScopes):
             split = len(kernel.outer) - 1 if not kernel.inner and len(kernel.outer) > 1 else None
             threaded = kernel.outer[:split] if split is not None else kernel.outer
             collapse = f" collapse({len(threaded)})" if len(threaded) > 1 else ""
-            vector = not any(m.store_mode for m in kernel.members if m.level == "outer")
-            simd = " simd" if not kernel.inner and len(kernel.outer) == 1 and vector else ""
             clause = thread_clause(numel, self.size(numel))
+            self.serial = clause is None
+            vector = not any(m.store_mode for m in kernel.members if m.level == "outer") or (
+                self.serial and not kernel.inner and lanes_accumulate_apart(kernel, outer_vars[-1])
+            )
+            simd = " simd" if not kernel.inner and len(kernel.outer) == 1 and vector else ""
             if clause is not None:
                 self.line(f"#pragma omp parallel for{simd}{collapse}{clause}")
             elif simd:
@@ -364,14 +370,20 @@ class CppKernel(ValueScopes):
             unrounded = names.get(id(source)) if isinstance(source, BodyValue) else None
             value = narrow(half, unrounded or value)
         forward = None
-        if member.level == "reduction" and half is None and not member.store_indirect:
-            # a row's result stored before the loops that read it: they read the variable
-            # (row_invariants.py: GCC cannot hoist the load past stores that may alias it)
+        at_row_start = member.level == "reduction" or (
+            member.level == "outer" and bool(self.kernel.inner)
+        )
+        if at_row_start and half is None and not member.store_indirect:
+            # a row's value stored before the loops that read it (a reduction's result, a
+            # layer norm's 1/std): they read the variable (row_invariants.py: GCC cannot hoist
+            # the load past stores that may alias it; PRE then reloads it in the latch, and a
+            # loop whose latch is not empty is not vectorized)
             forward = self.fresh()
             self.line(f"{cpp} {forward} = {value};")
             value = forward
         if member.store_mode == "atomic_add":
-            self.line("#pragma omp atomic")
+            if not self.serial:  # one thread: a plain `+=` (serial_accumulation.py)
+                self.line("#pragma omp atomic")
             self.line(f"{target} += {value};")
         else:
             assert member.store_mode is None, member.store_mode
