@@ -8,12 +8,15 @@ for the Graph. Once the C tensor guards are built (native.py), the tensor guards
 Tensors and Parameters are checked in batches, one C call each, in place of their Python
 expressions; everything else stays the generated Python. A run of constant or identity
 guards on items of one dict, list or tuple (a label map's 1000 entries) is one test: the
-items read by one `itemgetter`, compared as tuples in C.
+items read by one `itemgetter`, compared as tuples in C. With the C module, the module
+walk (submodule, parameter and buffer reads, their identity and `training` guards) is one C
+call too (module_walk.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 import sys
 from collections.abc import Callable, Sequence
@@ -22,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from ember.capture.guards.kinds import Guard, GuardKind, TensorFacts
+from ember.capture.guards.module_walk import plan_walk, walk_lines
 from ember.capture.guards.native import NATIVE, NATIVE_TYPES, NativeGuards
 from ember.capture.guards.source import ItemSource, Source
 
@@ -165,11 +169,22 @@ def _append_checks(
             batch.clear()
             batched.clear()
 
+    absorbed: set[int] = set()
+    if module is not None and hasattr(module, "module_walk"):
+        plan = plan_walk(guards)
+        if plan.steps:
+            walk = module.module_walk(len(plan.roots), plan.steps)
+            bind = read.bind  # type: ignore[attr-defined]
+            constant = functools.partial(_constant, namespace)
+            lines.extend(walk_lines(plan, walk, read, bind, constant, _MISS))
+            absorbed = plan.absorbed
     exact: set[Source] = set()  # sources whose type is guarded to be exactly dict/list/tuple
     index = 0
     while index < len(guards):
         guard = guards[index]
         index += 1
+        if index - 1 in absorbed:
+            continue
         start = len(lines)
         touched.clear()
         run = _item_run(guards, index - 1, exact)
@@ -300,9 +315,14 @@ def _reaches(sources: list[Source], batched: set[Source]) -> bool:
 
 def _reader() -> tuple[list[str], Callable[[Source], str]]:
     """Lines that read sources into locals, sharing prefixes, and `read(source)`, which adds
-    the lines a source needs and returns the expression of its value."""
+    the lines a source needs and returns the expression of its value. `read.bind(source)`
+    names a local that other lines assign (the C module walk's results)."""
     lines: list[str] = []
     names: dict[Source, str] = {}
+
+    def bind(source: Source) -> str:
+        name = names[source] = f"__s{len(names)}"
+        return name
 
     def read(source: Source) -> str:
         try:
@@ -318,6 +338,7 @@ def _reader() -> tuple[list[str], Callable[[Source], str]]:
         names[source] = name
         return name
 
+    read.bind = bind  # type: ignore[attr-defined]
     return lines, read
 
 

@@ -176,10 +176,161 @@ py::object tensor_guards(const py::list& specs) {
   return py::reinterpret_steal<py::object>(function);
 }
 
+const char* const kWalkCapsule = "ember.capture.module_walk";
+
+// One step of a module walk: read `getattr(slots[parent], table)[key]` into the next slot
+// (table null: no read, the step checks slots[parent]), then check the value's identity
+// (expected non-null) and its `training` flag (training 0 or 1; -1: not checked).
+struct Step {
+  Py_ssize_t parent;
+  PyObject* table;  // the references are held
+  PyObject* key;
+  PyObject* expected;
+  int training;
+};
+
+struct Walk {
+  Py_ssize_t roots;
+  Py_ssize_t reads;
+  std::vector<Step> steps;
+};
+
+PyObject* training_name = nullptr;
+
+void destroy_walk(PyObject* capsule) {
+  auto* walk = static_cast<Walk*>(PyCapsule_GetPointer(capsule, kWalkCapsule));
+  for (Step& step : walk->steps) {
+    Py_XDECREF(step.table);
+    Py_XDECREF(step.key);
+    Py_XDECREF(step.expected);
+  }
+  delete walk;
+}
+
+// A read that raised: an Exception is a miss (as in the Python check, which catches
+// Exception); anything else (KeyboardInterrupt) propagates.
+bool miss_on_error() {
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+    return false;
+  }
+  PyErr_Clear();
+  return true;
+}
+
+// walk(roots): the tuple of values the reads found, in step order, when every check holds;
+// None on a miss.
+PyObject* run_walk(PyObject* capsule, PyObject* roots) {
+  auto* walk = static_cast<Walk*>(PyCapsule_GetPointer(capsule, kWalkCapsule));
+  if (walk == nullptr) {
+    return nullptr;
+  }
+  if (!PyTuple_CheckExact(roots) || PyTuple_GET_SIZE(roots) != walk->roots) {
+    PyErr_SetString(PyExc_TypeError, "module walk: expected a tuple of its root values");
+    return nullptr;
+  }
+  PyObject* found = PyTuple_New(walk->reads);
+  if (found == nullptr) {
+    return nullptr;
+  }
+  std::vector<PyObject*> slots(walk->roots + walk->reads, nullptr);  // borrowed
+  for (Py_ssize_t index = 0; index < walk->roots; ++index) {
+    slots[index] = PyTuple_GET_ITEM(roots, index);
+  }
+  Py_ssize_t next = 0;
+  for (const Step& step : walk->steps) {
+    PyObject* value = slots[step.parent];
+    if (step.table != nullptr) {
+      PyObject* table = PyObject_GetAttr(value, step.table);
+      value = table == nullptr ? nullptr : PyObject_GetItem(table, step.key);
+      Py_XDECREF(table);
+      if (value == nullptr) {
+        Py_DECREF(found);
+        if (miss_on_error()) {
+          Py_RETURN_NONE;
+        }
+        return nullptr;
+      }
+      PyTuple_SET_ITEM(found, next, value);  // the tuple owns it
+      slots[walk->roots + next] = value;
+      ++next;
+    }
+    if (step.expected != nullptr && value != step.expected) {
+      Py_DECREF(found);
+      Py_RETURN_NONE;
+    }
+    if (step.training >= 0) {
+      PyObject* flag = PyObject_GetAttr(value, training_name);
+      if (flag == nullptr) {
+        Py_DECREF(found);
+        if (miss_on_error()) {
+          Py_RETURN_NONE;
+        }
+        return nullptr;
+      }
+      bool holds = flag == (step.training ? Py_True : Py_False);
+      Py_DECREF(flag);
+      if (!holds) {
+        Py_DECREF(found);
+        Py_RETURN_NONE;
+      }
+    }
+  }
+  return found;
+}
+
+PyMethodDef kWalk = {"walk", run_walk, METH_O, "The values a module walk reads, or None."};
+
+// module_walk(roots, [(parent, table or None, key or None, expected or None, training), ...])
+py::object module_walk(Py_ssize_t roots, const py::list& specs) {
+  auto walk = std::make_unique<Walk>();
+  walk->roots = roots;
+  walk->reads = 0;
+  for (const py::handle& item : specs) {
+    auto spec = item.cast<py::tuple>();
+    if (spec.size() != 5) {
+      throw std::invalid_argument("module walk step: (parent, table, key, expected, training)");
+    }
+    Step step{spec[0].cast<Py_ssize_t>(), nullptr, nullptr, nullptr, spec[4].cast<int>()};
+    if (step.parent < 0 || step.parent >= roots + walk->reads) {
+      throw std::invalid_argument("module walk step: its parent is not an earlier slot");
+    }
+    if (!spec[1].is_none()) {
+      step.table = spec[1].ptr();
+      step.key = spec[2].ptr();
+      Py_INCREF(step.table);
+      Py_INCREF(step.key);
+      walk->reads += 1;
+    }
+    if (!spec[3].is_none()) {
+      step.expected = spec[3].ptr();
+      Py_INCREF(step.expected);
+    }
+    walk->steps.push_back(step);
+  }
+  if (training_name == nullptr) {
+    training_name = PyUnicode_InternFromString("training");
+    if (training_name == nullptr) {
+      throw py::error_already_set();
+    }
+  }
+  PyObject* capsule = PyCapsule_New(walk.get(), kWalkCapsule, destroy_walk);
+  if (capsule == nullptr) {
+    throw py::error_already_set();  // the steps' references leak: only on out-of-memory
+  }
+  walk.release();
+  PyObject* function = PyCFunction_New(&kWalk, capsule);
+  Py_DECREF(capsule);
+  if (function == nullptr) {
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(function);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("tensor_guards", &tensor_guards, "The C check of a list of tensor guards.");
+  module.def("module_walk", &module_walk, "The C walk of module tables with its checks.");
 }
 """
 
