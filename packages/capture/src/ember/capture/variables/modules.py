@@ -119,8 +119,10 @@ class ModuleVariable(Variable):
 
     def items(self, frame: Frame) -> list[Variable]:
         if isinstance(self.module, nn.ModuleDict):
+            self._guard_names(frame)
             return [ConstantVariable(key) for key in self.module._modules]
         if isinstance(self.module, (nn.Sequential, nn.ModuleList)):
+            self._guard_names(frame)
             return [self.child(frame, name) for name in self.module._modules]
         raise Unsupported(f"iterating over {self.describe()}")
 
@@ -130,10 +132,23 @@ class ModuleVariable(Variable):
         if isinstance(self.module, nn.ModuleDict):
             return self.child(frame, key)
         if isinstance(key, slice):
+            self._guard_names(frame)
             return ListVariable([self.child(frame, name) for name in names[key]])
         if isinstance(key, int) and isinstance(self.module, (nn.Sequential, nn.ModuleList)):
+            if not 0 <= key < len(names) or names[key] != str(key):  # `[-1]`, after a `del`
+                self._guard_names(frame)
             return self.child(frame, names[key])
         raise Unsupported(f"indexing {self.describe()} with {key!r}")
+
+    def _guard_names(self, frame: Frame) -> None:
+        """Guard the names in the container's `_modules` table, which decide what iterating
+        or slicing it yields: a ModuleList appended to after the capture recompiles."""
+        if self.source is not None:
+            frame.session.guard(
+                GuardKind.DICT_KEYS,
+                AttrSource(self.source, "_modules"),
+                tuple(self.module._modules),
+            )
 
     def length(self) -> int:
         if isinstance(self.module, _CONTAINERS):
