@@ -71,3 +71,18 @@ def test_products_under_autocast_keep_eager_dtypes(name: str) -> None:
     actual = run(graph, x)
     assert actual.dtype == expected.dtype == torch.bfloat16
     torch.testing.assert_close(actual, expected, rtol=2e-2, atol=1e-2)  # bf16 roundings
+
+
+def test_linear_under_autocast_casts_the_weight_before_transposing_it() -> None:
+    """As eager's Graph does: `t(w.to(bf16))` is a plain cast and a view the matmul takes
+    transposed; `t(w).to(bf16)` declared a row-major (transposed) copy for the matmul, which
+    the GPU code generator wrote out across rows (issue 19: 3x a static graph's cast time)."""
+    with torch.autocast("cpu", torch.bfloat16):
+        graph = trace(lambda x: F.linear(x, WEIGHT, BIAS), torch.randn(6, 4, 8), dynamic=True)
+    producers = {v.name: n for n in graph.nodes for v in n.output_values()}
+    (product,) = [n for n in graph.nodes if n.target == "aten::addmm.default"]
+    weight = producers[product.args[2].name]
+    assert weight.target == "aten::t.default"
+    cast = producers[weight.args[0].name]
+    assert cast.target == "aten::_to_copy.default" and cast.kwargs["dtype"] == torch.bfloat16
+    assert product.outputs[0].spec.dtype == torch.bfloat16

@@ -40,10 +40,29 @@ def linear(input: Any, weight: Any, bias: Any = None) -> Any:
     as it casts torch's own linear)."""
     if not isinstance(input, torch.Tensor) or input.dim() < 3 or weight.dim() != 2:
         return NotImplemented
+    weight, bias = _autocast_operands(input, weight, bias)
     leading = list(input.shape[:-1])
     rows = input.reshape(math.prod(leading), input.shape[-1])
     product = rows.mm(weight.t()) if bias is None else torch.addmm(bias, rows, weight.t())
     return product.view([*leading, weight.shape[0]])
+
+
+def _autocast_operands(input: torch.Tensor, weight: Any, bias: Any) -> tuple[Any, Any]:
+    """The weight and bias cast as autocast casts torch's own linear's, before the weight is
+    transposed, as eager's Graph has them: `t(w).to(bf16)` is a transposed copy (a kernel
+    reading across rows, and a matmul operand the code generator lays out row-major), where
+    `t(w.to(bf16))` is a plain cast and a transposed view, which the matmul takes as it is.
+    The input is left to autocast at the product (after its reshape, as before)."""
+    device = input.device.type
+    if not torch.is_autocast_enabled(device):
+        return weight, bias
+    dtype = torch.get_autocast_dtype(device)
+
+    def cast(t: Any) -> Any:
+        eligible = isinstance(t, torch.Tensor) and t.is_floating_point()
+        return t.to(dtype) if eligible and t.dtype not in (dtype, torch.float64) else t
+
+    return cast(weight), cast(bias)
 
 
 def _folded(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
