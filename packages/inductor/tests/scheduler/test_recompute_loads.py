@@ -79,6 +79,10 @@ def _inputs(dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
     return x.to(dtype), mean, invstd, gamma, beta, weight.to(dtype), grad.to(dtype)
 
 
+# built for sm_90 by `build_for_sm90` (conftest.py)
+CASES = {"bn_relu_backward": (bn_relu_backward, _inputs)}
+
+
 def _scheduled(fn: Any, inputs: tuple[torch.Tensor, ...]) -> tuple[Program, list[ScheduledNode]]:
     program = lower_graph(decompose(prims.trace(fn, *inputs), DECOMPOSITIONS))
     return program, schedule(program, "triton")
@@ -145,6 +149,12 @@ def test_recomputed_mask_values_match_eager(
     # the mask itself is exact: zero gradients exactly where eager's ReLU output is zero
     relu_zero = expected[3] == 0
     assert torch.equal(compiled(*inputs)[3] == 0, relu_zero)
+
+
+def test_recomputed_mask_kernels_compile_for_sm90(build_for_sm90: Any) -> None:
+    report = build_for_sm90(__file__, ["bn_relu_backward"], dtype="bfloat16")
+    kernels = report["bn_relu_backward"]
+    assert kernels and all(ptx for kernel in kernels for ptx in kernel["ptx"])
 
 
 class ConvBlock(torch.nn.Module):
