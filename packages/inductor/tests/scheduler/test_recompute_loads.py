@@ -151,6 +151,16 @@ def test_recomputed_mask_values_match_eager(
     assert torch.equal(compiled(*inputs)[3] == 0, relu_zero)
 
 
+def test_recomputed_mask_values_match_eager_in_cpp(cache: ArtifactCache) -> None:
+    """The scheduler serves the C++ back end too: the same rewrite, compiled C++."""
+    inputs = _inputs()
+    compiled = compile_graph(prims.trace(bn_relu_backward, *inputs), inputs, cache=cache)
+    expected = bn_relu_backward(*inputs)
+    for actual, want in zip(compiled(*inputs), expected, strict=True):
+        torch.testing.assert_close(actual, want)
+    assert torch.equal(compiled(*inputs)[3] == 0, expected[3] == 0)
+
+
 def test_recomputed_mask_kernels_compile_for_sm90(build_for_sm90: Any) -> None:
     report = build_for_sm90(__file__, ["bn_relu_backward"], dtype="bfloat16")
     kernels = report["bn_relu_backward"]
