@@ -179,3 +179,65 @@ def test_a_module_list_appended_to_recompiles_and_matches_eager(model: type[nn.M
         torch.testing.assert_close(compiled(x), net(x))
     assert state.captures == 2
     assert "the keys of self.blocks._modules changed" in state.recompile_reasons[0]
+
+
+class AlwaysTraining(nn.Linear):
+    """`training` as a class property: the instance dict's entry is not what `.training` is."""
+
+    @property  # type: ignore[override]
+    def training(self) -> bool:
+        return bool(self.__dict__.get("mode", False))
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        self.__dict__["mode"] = value
+
+
+class WithProperty(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = AlwaysTraining(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+def test_a_training_property_is_read_as_python_reads_it(native_module: ModuleType) -> None:
+    net = WithProperty().eval()
+    compiled = ember_compile(net, backend=CompileCounter())
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled(x)
+    python, native, fn, globals_dict = _checks(native_module, compiled)
+    arguments = {"self": compiled, "x": x, FUNCTION_KEY: fn}
+    for mode, holds in ((False, True), (True, False)):
+        net.inner.__dict__["mode"] = mode
+        net.inner.__dict__["training"] = not mode  # what a dict read would wrongly find
+        with torch.no_grad():
+            assert (python.check_inputs(arguments, globals_dict) is not None) is holds
+            assert (native.check_inputs(arguments, globals_dict) is not None) is holds
+
+
+def test_a_class_changed_after_the_capture_is_read_as_python_reads_it(
+    native_module: ModuleType,
+) -> None:
+    """A property added to the class later shadows the instance's `training` entry: the walk
+    notices the class changed (its version tag) and reads as Python does."""
+
+    class Local(nn.Linear):
+        pass
+
+    net = nn.Sequential(Local(4, 4)).eval()
+    compiled = ember_compile(net, backend=CompileCounter())
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled(x)
+    python, native, fn, globals_dict = _checks(native_module, compiled)
+    arguments = {"self": compiled, "input": x, FUNCTION_KEY: fn}  # Sequential.forward's
+    with torch.no_grad():
+        assert native.check_inputs(arguments, globals_dict) is not None  # the fast path, warmed
+        Local.training = property(lambda self: True)  # type: ignore[assignment]
+        assert python.check_inputs(arguments, globals_dict) is None
+        assert native.check_inputs(arguments, globals_dict) is None
+        del Local.training
+        assert native.check_inputs(arguments, globals_dict) is not None

@@ -187,6 +187,11 @@ struct Step {
   PyObject* key;
   PyObject* expected;
   int training;
+  // The parent's type when last seen, its version tag then, and whether `table` (and
+  // `training`) are then plain instance-dict entries of such an object (plain_attributes).
+  PyTypeObject* seen_type;
+  unsigned int seen_tag;
+  bool plain;
 };
 
 struct Walk {
@@ -196,6 +201,51 @@ struct Walk {
 };
 
 PyObject* training_name = nullptr;
+PyObject* getattribute_name = nullptr;
+
+// Whether reading `name` from an object of type `type` is the generic lookup that finds it
+// in the instance dict when it is there: the type's __getattribute__ is object's (a Python
+// __getattr__ runs only when the lookup fails), and no class of its MRO holds `name` or
+// `training` (no descriptor or class attribute comes first). nn.Module and its subclasses,
+// for `_modules`, `_parameters`, `_buffers` and `training`.
+bool plain_attributes(PyTypeObject* type, PyObject* name) {
+  static PyObject* object_getattribute = nullptr;
+  if (object_getattribute == nullptr) {
+    object_getattribute = _PyType_Lookup(&PyBaseObject_Type, getattribute_name);
+  }
+  return object_getattribute != nullptr &&
+         _PyType_Lookup(type, getattribute_name) == object_getattribute &&
+         _PyType_Lookup(type, name) == nullptr && _PyType_Lookup(type, training_name) == nullptr;
+}
+
+// getattr(value, name) (a new reference; null with an exception set). Where `step` saw the
+// value's type unchanged (the same type object and the same valid version tag: a change to
+// the type or a base resets the tag) with plain attributes, the instance dict answers first;
+// a name it lacks takes the full lookup.
+PyObject* read_attribute(Step& step, PyObject* value, PyObject* name) {
+  PyTypeObject* type = Py_TYPE(value);
+  if (type != step.seen_type || type->tp_version_tag != step.seen_tag ||
+      !(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+    step.plain = plain_attributes(type, name);  // _PyType_Lookup gives the type a valid tag
+    bool valid = (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) != 0;
+    step.seen_type = valid ? type : nullptr;
+    step.seen_tag = type->tp_version_tag;
+  }
+  if (step.plain && step.seen_type == type) {
+    PyObject** dict = _PyObject_GetDictPtr(value);
+    if (dict != nullptr && *dict != nullptr && PyDict_CheckExact(*dict)) {
+      PyObject* found = PyDict_GetItemWithError(*dict, name);
+      if (found != nullptr) {
+        Py_INCREF(found);
+        return found;
+      }
+      if (PyErr_Occurred()) {
+        return nullptr;
+      }
+    }
+  }
+  return PyObject_GetAttr(value, name);
+}
 
 void destroy_walk(PyObject* capsule) {
   auto* walk = static_cast<Walk*>(PyCapsule_GetPointer(capsule, kWalkCapsule));
@@ -237,11 +287,19 @@ PyObject* run_walk(PyObject* capsule, PyObject* roots) {
     slots[index] = PyTuple_GET_ITEM(roots, index);
   }
   Py_ssize_t next = 0;
-  for (const Step& step : walk->steps) {
+  for (Step& step : walk->steps) {
     PyObject* value = slots[step.parent];
     if (step.table != nullptr) {
-      PyObject* table = PyObject_GetAttr(value, step.table);
-      value = table == nullptr ? nullptr : PyObject_GetItem(table, step.key);
+      PyObject* table = read_attribute(step, value, step.table);
+      value = nullptr;
+      if (table != nullptr) {
+        value = PyDict_CheckExact(table) ? PyDict_GetItemWithError(table, step.key) : nullptr;
+        if (value != nullptr) {
+          Py_INCREF(value);
+        } else if (!PyErr_Occurred()) {
+          value = PyObject_GetItem(table, step.key);  // a missing key raises KeyError here
+        }
+      }
       Py_XDECREF(table);
       if (value == nullptr) {
         Py_DECREF(found);
@@ -259,7 +317,7 @@ PyObject* run_walk(PyObject* capsule, PyObject* roots) {
       Py_RETURN_NONE;
     }
     if (step.training >= 0) {
-      PyObject* flag = PyObject_GetAttr(value, training_name);
+      PyObject* flag = read_attribute(step, value, training_name);
       if (flag == nullptr) {
         Py_DECREF(found);
         if (miss_on_error()) {
@@ -290,7 +348,8 @@ py::object module_walk(Py_ssize_t roots, const py::list& specs) {
     if (spec.size() != 5) {
       throw std::invalid_argument("module walk step: (parent, table, key, expected, training)");
     }
-    Step step{spec[0].cast<Py_ssize_t>(), nullptr, nullptr, nullptr, spec[4].cast<int>()};
+    Step step{spec[0].cast<Py_ssize_t>(), nullptr, nullptr, nullptr, spec[4].cast<int>(),
+              nullptr, 0, false};
     if (step.parent < 0 || step.parent >= roots + walk->reads) {
       throw std::invalid_argument("module walk step: its parent is not an earlier slot");
     }
@@ -309,7 +368,8 @@ py::object module_walk(Py_ssize_t roots, const py::list& specs) {
   }
   if (training_name == nullptr) {
     training_name = PyUnicode_InternFromString("training");
-    if (training_name == nullptr) {
+    getattribute_name = PyUnicode_InternFromString("__getattribute__");
+    if (training_name == nullptr || getattribute_name == nullptr) {
       throw py::error_already_set();
     }
   }
