@@ -169,6 +169,44 @@ def test_symbolic_sizes_simplify_like_static_ones() -> None:
         )
 
 
+def test_a_quotient_by_a_product_of_sizes_divides_by_each_in_turn() -> None:
+    """Attention scores (12*s0, s1, s1) viewed (s0, 12, s1, s1) and read flat: the index kept
+    `(s1**2*x0 + s1*x1 + x2) // (12*s1**2)` and a remainder beside it, six int64 divisions an
+    element (issue 19: 0.35 ms a layer on the H100, and the softmax's last pass left out of
+    its reduction kernel); and a (s0*s1, 768) row read through (s0, s1, 768)."""
+    s0, s1 = (
+        sympy.Symbol("s0", integer=True, positive=True),
+        sympy.Symbol("s1", integer=True, positive=True),
+    )
+    x2 = index_var("x", 2)
+    flat = s1**2 * x0 + s1 * x1 + x2
+    scores = 12 * s1**2 * FloorDiv(flat, 12 * s1**2) + s1**2 * ModularIndexing(
+        x0, sympy.S.One, sympy.Integer(12)
+    ) + s1 * x1 + x2
+    ranges = {x0: 12 * s0, x1: s1, x2: s1}
+    assert simplify_with_ranges(scores, ranges) == flat
+    row = 768 * s1 * FloorDiv(768 * x0 + x1, 768 * s1) + x1 + 768 * ModularIndexing(
+        x0, sympy.S.One, s1
+    )
+    row_ranges = {x0: s0 * s1, x1: sympy.Integer(768)}
+    assert simplify_with_ranges(row, row_ranges) == 768 * x0 + x1
+    simplified = simplify_with_ranges(scores, ranges)
+    for n0, n1 in ((2, 3), (1, 4)):  # the values agree with the unsimplified index
+        sizes = {s0: n0, s1: n1}
+        concrete = {x0: 12 * n0, x1: n1, x2: n1}
+        assert _values(scores.xreplace(sizes), concrete) == _values(
+            simplified.xreplace(sizes), concrete
+        )
+
+
+def test_a_quotient_the_ranges_do_not_prove_keeps_its_floor() -> None:
+    s1 = sympy.Symbol("s1", integer=True, positive=True)
+    x2 = index_var("x", 2)
+    # x2 reaches s1 + 1: the inner division by s1 is not exact
+    index = FloorDiv(s1**2 * x0 + s1 * x1 + x2, 12 * s1**2)
+    assert simplify_with_ranges(index, {x0: sympy.Integer(24), x1: s1, x2: s1 + 2}).has(FloorDiv)
+
+
 def test_a_remainder_a_symbolic_range_does_not_prove_stays() -> None:
     s0 = sympy.Symbol("s0", integer=True, positive=True)
     index = ModularIndexing(x0 + 1, sympy.S.One, s0)  # x0 + 1 reaches s0
