@@ -81,12 +81,42 @@ def test_lanes_that_may_add_into_one_element_stay_scalar(tmp_path: Path) -> None
     assert not any("omp simd" in line for line in kernel)
 
 
-def test_a_threaded_scatter_keeps_its_atomics_and_equals_eager() -> None:
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_threaded_scatter_keeps_its_atomics_and_equals_eager(threads: int) -> None:
+    # large enough for threads: atomics in the threaded loops, a twin of plain `+=` for a
+    # run on one thread; both add repeated rows as eager does
     grad, tokens = _inputs(512, 256, 9)
     assert grad.numel() >= PARALLEL_THRESHOLD
     fn = lambda g, t: _embedding_backward(g, t, 9)  # noqa: E731
     compiled = compile_graph(prims.trace(fn, grad, tokens), (grad, tokens))
-    torch.testing.assert_close(compiled(grad, tokens), fn(grad, tokens))
-    kernel = _scatter_kernel(compiled.module)
-    assert any("omp parallel" in line for line in kernel)
-    assert any("omp atomic" in line for line in kernel)
+    kernel = "\n".join(_scatter_kernel(compiled.module))
+    one_thread, threaded = kernel.split("omp_get_max_threads() == 1", 1)[1].split("else {", 1)
+    assert "omp atomic" not in one_thread and "omp simd" in one_thread
+    assert "omp parallel" in threaded and "omp atomic" in threaded
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        torch.testing.assert_close(compiled(grad, tokens), fn(grad, tokens))
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_threaded_scatter_whose_lanes_may_meet_equals_eager(threads: int) -> None:
+    # a 1-D index_add over 40000 values into 7: the one-thread twin adds in a scalar loop
+    generator = torch.Generator().manual_seed(4)
+    values = torch.randn(40000, generator=generator)
+    index = torch.randint(0, 7, (40000,), generator=generator)
+    compiled = compile_graph(prims.trace(_index_add_1d, values, index), (values, index))
+    kernel = "\n".join(_scatter_kernel(compiled.module))
+    one_thread = kernel.split("omp_get_max_threads() == 1", 1)[1].split("else {", 1)[0]
+    assert "omp simd" not in one_thread and "omp atomic" not in one_thread
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        # float sums in another order than eager's: rounding apart
+        torch.testing.assert_close(
+            compiled(values, index), _index_add_1d(values, index), rtol=1e-5, atol=1e-3
+        )
+    finally:
+        torch.set_num_threads(before)

@@ -38,7 +38,10 @@ from ember.inductor.codegen.cpp.printer import cpp_index
 from ember.inductor.codegen.cpp.row_invariants import hoist_row_invariant_loads
 from ember.inductor.codegen.cpp.row_reuse import row_capacity, shared_rows, structure, subtrees
 from ember.inductor.codegen.cpp.row_sums import combine_lanes, declare_lanes, generate_row_sum
-from ember.inductor.codegen.cpp.serial_accumulation import lanes_accumulate_apart
+from ember.inductor.codegen.cpp.serial_accumulation import (
+    lanes_accumulate_apart,
+    one_thread_twin,
+)
 from ember.inductor.codegen.cpp.tiling import generate_tiled, transposed_tile
 from ember.inductor.codegen.value_scopes import ValueScopes, operand_key
 from ember.inductor.ir.body import BodyValue, walk
@@ -244,57 +247,69 @@ class CppKernel(ValueScopes):
         header_lines = self.lines
         self.lines = []
         self.depth = 1
-        loops_open = 0
         lanes = outer_lanes(self) if parallel_outer else None
         tile = transposed_tile(self) if parallel_outer and lanes is None else None
         if lanes is not None:
             generate_outer_lanes(self, outer_vars, numel, lanes)
         elif tile is not None:
             generate_tiled(self, outer_vars, numel, tile)
-            return self._finish(header_lines)
-        elif parallel_outer:
-            # pointwise kernels: threads over all loops but the last, SIMD over the last
-            # (collapsing the last loop too would hide its stride-1 accesses from the vectorizer)
-            split = len(kernel.outer) - 1 if not kernel.inner and len(kernel.outer) > 1 else None
-            threaded = kernel.outer[:split] if split is not None else kernel.outer
-            collapse = f" collapse({len(threaded)})" if len(threaded) > 1 else ""
-            clause = thread_clause(numel, self.size(numel))
-            self.serial = clause is None
-            vector = not any(m.store_mode for m in kernel.members if m.level == "outer") or (
-                self.serial and not kernel.inner and lanes_accumulate_apart(kernel, outer_vars[-1])
-            )
-            simd = " simd" if not kernel.inner and len(kernel.outer) == 1 and vector else ""
-            if clause is not None:
-                self.line(f"#pragma omp parallel for{simd}{collapse}{clause}")
-            elif simd:
-                self.line("#pragma omp simd")
-            for position, (variable, size) in enumerate(zip(outer_vars, kernel.outer)):
-                if split is not None and position == split and vector:
-                    if hoistable_masks(kernel, self.program, variable, size):
-                        self.line("{")
-                        self.depth += 1
-                        loops_open += 1
-                        hoist_window_masks(self, variable, size)
-                    self.line("#pragma omp simd")
-                bound = self.size(size)
-                self.line(f"for (int64_t {variable} = 0; {variable} < {bound}; ++{variable})")
-            self.line("{")
-            self.depth += 1
-            loops_open += 1
-        if lanes is None:
-            if parallel_outer and tile is None:
-                self.shared = shared_rows(kernel, self.program.size_ranges)
-            for key, row in self.shared.items():
-                capacity = row_capacity(kernel.inner[0], self.program.size_ranges)
-                self.line(f"{CPP_TYPES[key[-1]]} {row}[{capacity}L];")  # type: ignore[index]
-            if parallel_outer and tile is None:
-                widen_byte_rows(self)
+        elif not parallel_outer:
             hoist_row_invariant_loads(self)
             self._members(parallel_outer)
+        else:
+            clause = thread_clause(numel, self.size(numel))
+            if clause == "" and one_thread_twin(kernel):
+                # the same loops for a run on one thread (torch.set_num_threads(1)): plain
+                # `+=` accumulations, SIMD where lanes add apart (serial_accumulation.py)
+                with self.block("if (omp_get_max_threads() == 1)"):
+                    self._outer_nest(outer_vars, None)
+                with self.block("else"):
+                    self._outer_nest(outer_vars, clause)
+            else:
+                self._outer_nest(outer_vars, clause)
+        return self._finish(header_lines)
+
+    def _outer_nest(self, outer_vars: list[sympy.Symbol], clause: str | None) -> None:
+        """A kernel's loops over its outer dims and everything in them: threads (`clause`:
+        see `thread_clause`; None, none) over all loops but the last, SIMD over the last
+        (collapsing the last loop too would hide its stride-1 accesses from the vectorizer)."""
+        kernel = self.kernel
+        loops_open = 0
+        split = len(kernel.outer) - 1 if not kernel.inner and len(kernel.outer) > 1 else None
+        threaded = kernel.outer[:split] if split is not None else kernel.outer
+        collapse = f" collapse({len(threaded)})" if len(threaded) > 1 else ""
+        self.serial = clause is None
+        vector = not any(m.store_mode for m in kernel.members if m.level == "outer") or (
+            self.serial and not kernel.inner and lanes_accumulate_apart(kernel, outer_vars[-1])
+        )
+        simd = " simd" if not kernel.inner and len(kernel.outer) == 1 and vector else ""
+        if clause is not None:
+            self.line(f"#pragma omp parallel for{simd}{collapse}{clause}")
+        elif simd:
+            self.line("#pragma omp simd")
+        for position, (variable, size) in enumerate(zip(outer_vars, kernel.outer)):
+            if split is not None and position == split and vector:
+                if hoistable_masks(kernel, self.program, variable, size):
+                    self.line("{")
+                    self.depth += 1
+                    loops_open += 1
+                    hoist_window_masks(self, variable, size)
+                self.line("#pragma omp simd")
+            bound = self.size(size)
+            self.line(f"for (int64_t {variable} = 0; {variable} < {bound}; ++{variable})")
+        self.line("{")
+        self.depth += 1
+        loops_open += 1
+        self.shared = shared_rows(kernel, self.program.size_ranges)
+        for key, row in self.shared.items():
+            capacity = row_capacity(kernel.inner[0], self.program.size_ranges)
+            self.line(f"{CPP_TYPES[key[-1]]} {row}[{capacity}L];")  # type: ignore[index]
+        widen_byte_rows(self)
+        hoist_row_invariant_loads(self)
+        self._members(True)
         for _ in range(loops_open):
             self.depth -= 1
             self.line("}")
-        return self._finish(header_lines)
 
     def _members(self, parallel_outer: bool) -> None:
         """Every member's loops and stores, at one point of the outer loops."""

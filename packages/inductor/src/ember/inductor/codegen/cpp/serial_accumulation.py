@@ -8,6 +8,11 @@ backward, BERT's 128 tokens x 128 features, ran 32768 of them a training step). 
 then a plain `+=`, and the innermost loop is a SIMD loop when its lanes add into distinct
 elements: the index's indirect part (the token's row) does not change along the loop and the
 loop variable itself moves the index (the feature).
+
+A kernel large enough for threads gets a twin of its loops for a run on one thread
+(`omp_get_max_threads() == 1`, which `torch.set_num_threads(1)` sets: the suite's CPU runs),
+written as for a kernel that opens no region; the threaded loops keep their atomics. A
+max-pool's backward in small_cnn adds 32768 gradients a call this way.
 """
 
 from __future__ import annotations
@@ -16,6 +21,12 @@ import sympy
 
 from ember.inductor.ir.body import BodyValue, walk
 from ember.inductor.scheduler.fusion import Kernel, Member
+
+
+def one_thread_twin(kernel: Kernel) -> bool:
+    """Whether a threaded pointwise `kernel` gets loops of its own for one thread: it
+    accumulates."""
+    return not kernel.inner and any(m.store_mode == "atomic_add" for m in kernel.members)
 
 
 def lanes_accumulate_apart(kernel: Kernel, variable: sympy.Symbol) -> bool:
