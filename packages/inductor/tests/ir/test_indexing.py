@@ -180,13 +180,18 @@ def test_a_quotient_by_a_product_of_sizes_divides_by_each_in_turn() -> None:
     )
     x2 = index_var("x", 2)
     flat = s1**2 * x0 + s1 * x1 + x2
-    scores = 12 * s1**2 * FloorDiv(flat, 12 * s1**2) + s1**2 * ModularIndexing(
-        x0, sympy.S.One, sympy.Integer(12)
-    ) + s1 * x1 + x2
+    scores = (
+        12 * s1**2 * FloorDiv(flat, 12 * s1**2)
+        + s1**2 * ModularIndexing(x0, sympy.S.One, sympy.Integer(12))
+        + s1 * x1
+        + x2
+    )
     ranges = {x0: 12 * s0, x1: s1, x2: s1}
     assert simplify_with_ranges(scores, ranges) == flat
-    row = 768 * s1 * FloorDiv(768 * x0 + x1, 768 * s1) + x1 + 768 * ModularIndexing(
-        x0, sympy.S.One, s1
+    row = (
+        768 * s1 * FloorDiv(768 * x0 + x1, 768 * s1)
+        + x1
+        + 768 * ModularIndexing(x0, sympy.S.One, s1)
     )
     row_ranges = {x0: s0 * s1, x1: sympy.Integer(768)}
     assert simplify_with_ranges(row, row_ranges) == 768 * x0 + x1

@@ -160,3 +160,40 @@ def test_a_value_and_its_transpose_share_one_padded_buffer(tmp_path: Path) -> No
     assert len(gradients) == 1
     for got, expected in zip(prims.run(padded, *inputs), lm_head_backward(*inputs)):
         torch.testing.assert_close(got, expected)
+
+
+# Products whose rows are a symbolic size (a decoder's batch times its prompt length, issue
+# 19): the weight is a constant, so N and K stay static and are padded; M is never padded.
+VOCABULARY = torch.randn(37, 12, generator=torch.Generator().manual_seed(1))
+VOCABULARY_BIAS = torch.randn(37, generator=torch.Generator().manual_seed(2))
+SYMBOLIC_CASES: list[tuple[Callable[..., torch.Tensor], tuple[int, ...]]] = [
+    (lambda h: h @ VOCABULARY.t(), (6, 12)),  # the padded product's view is the output
+    (lambda h: torch.relu(h @ VOCABULARY.t()) + 1, (6, 12)),
+    (lambda h: torch.nn.functional.linear(h, VOCABULARY, VOCABULARY_BIAS), (6, 5, 12)),
+]
+
+
+@pytest.mark.parametrize(("fn", "shape"), SYMBOLIC_CASES)
+def test_a_symbolic_row_count_keeps_its_rows_and_pads_the_columns(
+    fn: Callable[..., torch.Tensor], shape: tuple[int, ...], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    graph = decompose(prims.trace(fn, *_inputs([shape]), dynamic=True), DECOMPOSITIONS)
+    assert graph.symbols
+    padded = pad_matmuls(graph, **ON_CPU)
+    assert any(node.target == "prims::pad" for node in padded.nodes)
+    (specs,) = _mm_specs(padded)
+    assert specs[-1].strides == (40, 1)  # the product's rows are 40 floats (160 bytes) apart
+    monkeypatch.setattr(pipeline, "pad_matmuls", functools.partial(pad_matmuls, **ON_CPU))
+    config = dataclasses.replace(load(InductorConfig), cache=False)
+    compiled = pipeline.compile_graph(
+        prims.trace(fn, *_inputs([shape]), dynamic=True),
+        _inputs([shape]),
+        config=config,
+        cache=ArtifactCache(tmp_path),
+    )
+    for rows in (3, 11):  # other sizes than the traced one, through the same Graph
+        (x,) = _inputs([(rows, *shape[1:])])
+        expected = fn(x)
+        torch.testing.assert_close(prims.run(padded, x), expected)
+        torch.testing.assert_close(compiled(x), expected, rtol=1e-5, atol=1e-5)

@@ -171,15 +171,19 @@ def generate(
             f"graph {graph.name} has symbolic sizes but inputs in other strides than its spec; "
             "compile it with EMBER_INDUCTOR_LAYOUT_OPTIMIZATION=off"
         )
+    decomposed = True
     if graph.symbols:
+        kept = graph
         graph = timed("decompose", _decompose_symbolic, graph)
+        decomposed = graph is not kept  # ATen views left: pad_matmuls follows prims views
     else:
         graph = timed("decompose", decompose, graph, DECOMPOSITIONS)
-        if config.pad_matmuls:
-            before = graph
-            graph = timed("pad_matmuls", pad_matmuls, graph)
-            if config.padded_outputs and "saved_inputs" not in graph.meta:
-                output_specs = _padded_outputs(before, graph, output_specs, saved_outputs)
+    if config.pad_matmuls and decomposed:  # a symbolic M stays; N and K are padded
+        before = graph
+        graph = timed("pad_matmuls", pad_matmuls, graph)
+        if config.padded_outputs and "saved_inputs" not in graph.meta:
+            output_specs = _padded_outputs(before, graph, output_specs, saved_outputs)
+    if not graph.symbols:
         if input_strides or _wants_channels_last(graph, config, backend, saved_outputs > 0):
             before = graph
             graph = timed("channels_last", channels_last, graph, input_strides)
