@@ -63,36 +63,56 @@ def recompute_loads(program: Program, scheduled: Sequence[ScheduledNode]) -> Non
             writers.setdefault(node.storage, []).append(node)
     kept = {arg.storage for arg in program.outputs if hasattr(arg, "storage")}
     recomputable = {
-        storage: nodes[0]
+        storage: _writer(nodes[0])
         for storage, nodes in writers.items()
         if len(nodes) == 1
         and storage not in extern_writes
         and _pointwise(nodes[0], program, writers, extern_writes)
     }
     kernels = [item for item in scheduled if not isinstance(item, ExternNode)]
+    first = [_rewrites(kernel, recomputable) for kernel in kernels]
     # a value every reader computes itself would be stored for no one: only values that
     # an extern call, the output or some kernel still reads are computed again
     still_read = set(extern_reads | kept)
-    for kernel in kernels:
-        for _, tree, _ in _rewrites(kernel, recomputable):
-            still_read |= {str(load.args[0]) for load in body.loads(tree)}
+    for rewrites in first:
+        for rewrite in rewrites:
+            still_read |= rewrite.loads
+    dropped = set(recomputable) - still_read
     recomputable = {s: w for s, w in recomputable.items() if s in still_read}
-    if not recomputable:
-        return
-    for kernel in kernels:
-        for member, tree, node_body in _rewrites(kernel, recomputable):
-            member.body = tree
-            member.node = dataclasses.replace(member.node, body=node_body)
+    for kernel, rewrites in zip(kernels, first):
+        if any(dropped & rewrite.loads_before for rewrite in rewrites):
+            rewrites = _rewrites(kernel, recomputable)
+        for rewrite in rewrites:
+            member = rewrite.member
+            if rewrite.body is not member.body:
+                member.body = rewrite.body
+                member.node = dataclasses.replace(member.node, body=rewrite.node_body)
 
 
-def _rewrites(
-    kernel: Kernel, recomputable: dict[str, LoopNode]
-) -> list[tuple[Member, BodyValue, BodyValue]]:
-    """(member, its new body, its node's new body) for each member of `kernel` (every
-    member, changed or not, for the caller to see what is still loaded)."""
+@dataclasses.dataclass(frozen=True)
+class _Rewrite:
+    """A member's body and its node's body after the rewrite (the same objects when
+    unchanged), and the storages the member loads before and after it."""
+
+    member: Member
+    body: BodyValue
+    node_body: BodyValue
+    loads_before: set[str]
+    loads: set[str]
+
+
+def _rewrites(kernel: Kernel, recomputable: dict[str, _Writer]) -> list[_Rewrite]:
+    """The rewrite of each member of `kernel`, changed or not."""
     written = {member.node.storage for member in kernel.members}
-    candidates = {s: w for s, w in recomputable.items() if s not in written}
-    unchanged = [(m, m.body, m.node.body) for m in kernel.members]
+    member_loads = [member.loads() for member in kernel.members]
+    storages = [{str(load.args[0]) for load in loads} for loads in member_loads]
+    unchanged = [
+        _Rewrite(m, m.body, m.node.body, loaded, loaded)
+        for m, loaded in zip(kernel.members, storages)
+    ]
+    candidates = {
+        s: recomputable[s] for loaded in storages for s in loaded - written if s in recomputable
+    }
     if not candidates or not all(size.is_Integer for size in (*kernel.outer, *kernel.inner)):
         return unchanged
     ranges: dict[sympy.Symbol, Expr] = {
@@ -101,23 +121,22 @@ def _rewrites(
     }
     present = [
         (str(load.args[0]), sympy.expand(load.args[1]))
-        for member in kernel.members
-        for load in member.loads()
+        for loads in member_loads
+        for load in loads
         if isinstance(load.args[1], sympy.Expr)
     ]
     result = []
-    for member in kernel.members:
-        if member.store_indirect or member.node.store_indirect:
-            result.append((member, member.body, member.node.body))
+    for member, before, same in zip(kernel.members, storages, unchanged):
+        if member.store_indirect or member.node.store_indirect or not before & set(candidates):
+            result.append(same)
             continue
         rewritten = _recomputed(member.body, candidates, ranges, present, written)
         loaded = {str(load.args[0]) for load in body.loads(rewritten)}
-        replaced = {str(load.args[0]) for load in member.loads()} - loaded
         if rewritten is member.body or loaded & set(candidates) & _replaced_somewhere(
             member.body, rewritten, candidates
         ):
             # every load of a storage or none: the node's body must read what the member does
-            result.append((member, member.body, member.node.body))
+            result.append(same)
             continue
         node = member.node
         node_ranges = {
@@ -125,9 +144,9 @@ def _rewrites(
             **dict(zip(node.reduction_variables, node.reduction_ranges)),
         }
         # the node's own body says what it reads (memory planning, templates): same rewrite
-        only = {s: w for s, w in candidates.items() if s in replaced}
+        only = {s: w for s, w in candidates.items() if s in before - loaded}
         node_body = _recomputed(node.body, only, node_ranges, None, written)
-        result.append((member, rewritten, node_body))
+        result.append(_Rewrite(member, rewritten, node_body, before, loaded))
     return result
 
 
@@ -151,6 +170,29 @@ def _pointwise(
             if written and program.storages[storage].is_input:  # updated in place
                 return False
     return _dense_dims(node) is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Writer:
+    """A recomputable node, with what `_at` needs of it worked out once: its store's dense
+    dims, its store index, and the loop variables its other indices use."""
+
+    node: LoopNode
+    dims: list[tuple[sympy.Symbol, int, int]]
+    stored_at: Expr
+    used: frozenset[sympy.Basic]
+
+
+def _writer(node: LoopNode) -> _Writer:
+    dims = _dense_dims(node)
+    assert dims is not None  # `_pointwise` checked
+    stored_at = sympy.expand(node.store_index)
+    used: set[sympy.Basic] = set()
+    for value in body.walk(node.body):
+        for arg in value.args:
+            if isinstance(arg, sympy.Expr) and sympy.expand(arg - stored_at) != 0:
+                used |= arg.free_symbols
+    return _Writer(node, dims, stored_at, frozenset(used))
 
 
 def _dense_dims(node: LoopNode) -> list[tuple[sympy.Symbol, int, int]] | None:
@@ -182,7 +224,7 @@ def _dense_dims(node: LoopNode) -> list[tuple[sympy.Symbol, int, int]] | None:
 
 def _recomputed(
     tree: BodyValue,
-    recomputable: dict[str, LoopNode],
+    recomputable: dict[str, _Writer],
     ranges: dict[sympy.Symbol, Expr],
     present: Sequence[tuple[str, Expr]] | None,
     written: set[str],
@@ -219,7 +261,7 @@ def _recomputed(
 
 
 def _replaced_somewhere(
-    before: BodyValue, after: BodyValue, candidates: dict[str, LoopNode]
+    before: BodyValue, after: BodyValue, candidates: dict[str, _Writer]
 ) -> set[str]:
     """Candidate storages loaded fewer times (at fewer indices) after than before."""
 
@@ -244,24 +286,23 @@ def _visit_arg(value: BodyValue, arg: object, visit: Callable[[BodyValue], BodyV
 
 
 def _at(
-    writer: LoopNode,
+    writer: _Writer,
     load: BodyValue,
     ranges: dict[sympy.Symbol, Expr],
     present: Sequence[tuple[str, Expr]] | None,
 ) -> BodyValue | None:
     """`writer`'s value at `load`'s index in the reader's loops, or None when computing it
     there would load something large that the reader does not load already."""
-    dims = _dense_dims(writer)
     index = sympy.expand(load.args[1])
-    if dims is None or not isinstance(index, sympy.Expr):
+    if not isinstance(index, sympy.Expr):
         return None
     mapping: dict[sympy.Symbol, Expr] = {}
-    for position, (variable, stride, size) in enumerate(dims):
-        if position == len(dims) - 1:
+    for position, (variable, stride, size) in enumerate(writer.dims):
+        if position == len(writer.dims) - 1:
             mapping[variable] = FloorDiv(index, sympy.Integer(stride))
         else:
             mapping[variable] = ModularIndexing(index, sympy.Integer(stride), sympy.Integer(size))
-    for variable in writer.variables:
+    for variable in writer.node.variables:
         if variable not in mapping:
             mapping[variable] = sympy.Integer(0)
     renamed = {v: sympy.Dummy(f"w_{v}") for v in mapping}  # the writer's names may be the reader's
@@ -269,17 +310,17 @@ def _at(
     def simplify(expr: Expr) -> Expr:
         return simplify_with_ranges(sympy.expand(expr), ranges)
 
-    exact = {renamed[v]: simplify(e) for v, e in mapping.items()}
-    stored_at = sympy.expand(writer.store_index)
+    # only the variables an index other than the store's uses (simplifying is the cost)
+    exact = {renamed[v]: simplify(e) for v, e in mapping.items() if v in writer.used}
 
     def at_reader(expr: Expr) -> Expr:
         # a load along the writer's own index reads at the reader's index as it is; the rest
         # (a per-channel vector) through the writer's loop variables
-        if sympy.expand(expr - stored_at) == 0:
+        if sympy.expand(expr - writer.stored_at) == 0:
             return index
         return simplify(expr.xreplace(renamed).xreplace(exact))
 
-    computed = body.map_indices(writer.body, at_reader)
+    computed = body.map_indices(writer.node.body, at_reader)
     spread = index.free_symbols & set(ranges)
     if present is None:
         return body.to_dtype(computed, load.dtype)
