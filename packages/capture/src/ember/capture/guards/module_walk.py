@@ -105,7 +105,7 @@ def plan_walk(guards: list[Guard]) -> WalkPlan:
     def index(at: tuple[str, int]) -> int:
         return at[1] if at[0] == "root" else roots + at[1]
 
-    plan.steps = [(index(at), *rest) for at, *rest in pending]  # type: ignore[misc]
+    plan.steps = [(index(at), *rest) for at, *rest in pending]
     return plan
 
 
