@@ -16,10 +16,11 @@ from typing import Any
 import sympy
 
 from ember.autodiff.dead_code import references
+from ember.autodiff.duplicate_casts import merge_duplicate_casts
 from ember.autodiff.errors import PartitionError
 from ember.autodiff.joint import JointGraph
 from ember.autodiff.mincut import FlowNetwork
-from ember.autodiff.recompute_bans import banned_for_extra_reads
+from ember.autodiff.recompute_bans import banned_for_extra_reads, banned_narrowed_normalizations
 from ember.autodiff.recompute_policy import (
     DEFAULT_POLICY,
     RECOMPUTABLE_OPS,
@@ -77,6 +78,8 @@ def partition(
     `resident` are the indices of primals that stay alive beyond the step anyway (parameters,
     buffers): the min cut saves them at no cost."""
     started = time.perf_counter()
+    if partitioner == "min_cut":
+        joint = merge_duplicate_casts(joint)
     graph = joint.graph
     layout = _Layout(joint)
     if partitioner == "min_cut":
@@ -279,6 +282,24 @@ def _min_cut_saved(layout: _Layout, free: set[str], policy: RecomputePolicy) -> 
             layout.users,
             policy,
         )
+    if policy.save_narrowed_normalizations:
+        required = [name for name in candidates if name in forward_required]
+        extra_read_bans |= banned_narrowed_normalizations(
+            required,
+            layout.graph.nodes,
+            layout.producer,
+            sizes,
+            {name: _width(layout.values[name]) for name in candidates},
+            free | forward_outputs | set(layout.primals),
+            [
+                name
+                for name in required
+                if _materialized_in_backward(layout, name)
+                and _materialized_in_forward(layout, name)
+            ],
+            extra_read_bans,
+            policy,
+        )
     for name in candidates:
         network.add_edge(f"{name}:in", f"{name}:out", weights[name])
         if name in forward_outputs or name not in layout.producer:
@@ -368,6 +389,33 @@ def _materialized_in_backward(layout: _Layout, name: str) -> bool:
                         seen.add(out)
                         pending.append(out)
     return False
+
+
+def _materialized_in_forward(layout: _Layout, name: str) -> bool:
+    """Whether a forward op that cannot fuse it (a matmul) reads `name`, directly or through
+    views: the forward writes it to memory whatever the cut."""
+    pending, seen = [name], {name}
+    while pending:
+        current = pending.pop()
+        for index in layout.users.get(current, ()):
+            user = layout.graph.nodes[index]
+            outputs = [v.name for v in user.output_values()]
+            if any(out in layout.tangent_dependent for out in outputs):
+                continue
+            if is_view(user.target):
+                for out in outputs:
+                    if out not in seen:
+                        seen.add(out)
+                        pending.append(out)
+            elif not is_fusible(user.target):
+                return True
+    return False
+
+
+def _width(value: Value) -> int:
+    """Bytes an element of `value` takes (0 for non-tensors)."""
+    spec = value.spec
+    return spec.dtype.itemsize if isinstance(spec, TensorSpec) else 0
 
 
 # ---- building the two Graphs ------------------------------------------------------------

@@ -151,3 +151,50 @@ def _read_only_within(
             elif not any(out in region for out in outputs):
                 return False
     return True
+
+
+def banned_narrowed_normalizations(
+    candidates: Sequence[str],
+    nodes: Sequence[Node],
+    producer: Mapping[str, int],
+    sizes: Mapping[str, int],
+    widths: Mapping[str, int],
+    held_anyway: Collection[str],
+    materialized_twice: Collection[str],
+    stops: Collection[str],
+    policy: RecomputePolicy,
+) -> set[str]:
+    """The `candidates` that both halves must write to memory (`materialized_twice`: a
+    matmul reads each in the forward and in the backward) and whose recompute normalizes and
+    narrows: it reads a statistic (a reduction's result, under `1/policy.small_source_ratio`
+    of the value) and full-size sources that outweigh the value, one of them wider.
+
+    That is an RMSNorm's bf16 output under autocast, read by the projections' weight
+    gradients. The forward writes it anyway; recomputed, the backward runs one more kernel
+    that reads the float32 block input and the row statistic and writes it again (the
+    normalization's own backward is a reduction kernel it does not join). Saving it costs its
+    bf16 bytes and no traffic. A value computed from full-size values alone (a SiLU product:
+    its recompute joins the SiLU backward's kernel, one more store) or of the same width as
+    its sources (ResNet's batch-norm-ReLU outputs, bf16 from bf16) is left to the cut."""
+    banned: set[str] = set()
+    for name in candidates:
+        index = producer.get(name)
+        if name not in materialized_twice or index is None:
+            continue
+        if not is_recomputable(nodes[index].target) or is_view(nodes[index].target):
+            continue
+        size = sizes.get(name, 0)
+        counted = [
+            source
+            for source in recompute_sources(name, nodes, producer, stops)
+            if source not in held_anyway
+        ]
+        full = [s for s in counted if sizes.get(s, 0) * policy.small_source_ratio >= size]
+        statistics = [s for s in counted if s not in full]
+        if (
+            statistics
+            and sum(sizes.get(s, 0) for s in full) > size
+            and any(widths.get(s, 0) > widths.get(name, 0) for s in full)
+        ):
+            banned.add(name)
+    return banned

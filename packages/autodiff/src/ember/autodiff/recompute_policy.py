@@ -33,6 +33,10 @@ RECOMPUTABLE_OPS: frozenset[str] = frozenset(
         "aten::arange.start_step",
         "aten::expand.default",
         "aten::where.self",
+        # rows gathered from a table that stays alive (a token embedding): recomputed, the
+        # backward kernel that reads them loads the same bytes a saved copy holds, and the
+        # forward keeps no copy (Llama-8L at 8x1024: 32 MiB)
+        "aten::embedding.default",
     }
 )
 # Prim families that are as cheap as pointwise ops.
@@ -64,6 +68,11 @@ class RecomputePolicy:
     ban_recompute_reading_more: bool = True
     # ...the extra reads, per mille of the value's bytes, at which it is banned.
     extra_read_per_mille: int = 1000
+    # Save a value both halves write to memory (a matmul reads it in each) whose recompute
+    # normalizes and narrows (`recompute_bans.banned_narrowed_normalizations`): Llama's
+    # RMSNorm outputs cast to bf16 for the projections, recomputed by a kernel of their own
+    # per norm in the backward (17 a step at 8x1024, 16 MiB each).
+    save_narrowed_normalizations: bool = True
     # A source under 1/this of the value's bytes (a row statistic) does not count.
     small_source_ratio: int = 8
 
