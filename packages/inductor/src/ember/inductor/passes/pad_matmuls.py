@@ -251,7 +251,7 @@ def _follow_views(later: list[Node], sliced: Value) -> dict[str, TensorSpec] | N
 
 def _view_strides(
     old_shape: tuple[object, ...], old_strides: tuple[object, ...], shape: tuple[object, ...]
-) -> tuple[int, ...] | None:
+) -> tuple[object, ...] | None:
     """The strides of a view of `shape` over a tensor of `old_shape` and `old_strides` (torch's
     computeStride), or None when no such view exists."""
     if not all(isinstance(v, int) for v in (*old_shape, *old_strides, *shape)):
