@@ -264,3 +264,41 @@ def test_duplicate_casts_merge_into_one_value() -> None:
     assert len(before) > len(set(before))  # gate and up cast the same normalized value
     assert sorted(after) == sorted(set(before))
     merged.graph.verify()
+
+
+def test_batch_norm_relu_stack_saves_what_the_cut_alone_saves() -> None:
+    """ResNet's pattern under bf16 autocast, batch norm decomposed as ember-inductor has it:
+    the ReLU outputs the convolutions read in both halves are bf16 from bf16 convolution
+    outputs (no narrowing) and the decomposition's casts do not merge, so the rules leave the
+    cut's choice alone: the convolution outputs are saved, normalization and ReLU recomputed."""
+    from ember.prims.decompositions import PRIM_DECOMPOSITIONS
+
+    torch.manual_seed(0)
+    module = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1, bias=False),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1, bias=False),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.Conv2d(8, 4, 1, bias=False),
+    ).train()
+    x = torch.randn(2, 3, 8, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        graph = trace(module, x)
+    names = (
+        "aten::_native_batch_norm_legit_functional.default",
+        "aten::native_batch_norm_backward.default",
+    )
+    table = {name: PRIM_DECOMPOSITIONS[name] for name in names}
+    state = dict(module.named_parameters())
+    flags = [False] + [gi.target in state for gi in graph.state_inputs()]
+    joint = trace_joint(graph, flags, table)
+    resident = [i for i, flag in enumerate(flags) if flag]
+    parts = partition(joint, "min_cut", resident)
+    off = RecomputePolicy(ban_recompute_reading_more=False, save_narrowed_normalizations=False)
+    alone = partition(joint, "min_cut", resident, off)
+    assert parts.saved_bytes == alone.saved_bytes
+    producer = _producers(joint)
+    targets = {joint.graph.nodes[producer[n]].target for n in parts.saved if n in producer}
+    assert "aten::relu.default" not in targets
