@@ -18,6 +18,10 @@ from ember.autodiff.recompute_policy import RecomputePolicy, is_recomputable, is
 from ember.prims import Node
 
 CASTS = frozenset({"aten::_to_copy.default", "prims::convert_element_type"})
+# Recomputable reads of a table that stays alive: a recompute through one reads the rows it
+# gathers, as many bytes as the gathered value (BERT's three embeddings summed: 12 bytes an
+# element read to rebuild 4), so the gathered value counts as a source.
+GATHERS = frozenset({"aten::embedding.default"})
 
 
 def recompute_sources(
@@ -28,7 +32,8 @@ def recompute_sources(
 ) -> set[str]:
     """The values the backward reads to compute `name` again: its ancestors through
     recomputable ops, stopping at values no recomputable op makes (matmul and reduction
-    results, primals) and at `stops` (values that will not be recomputed)."""
+    results, primals), at gathered rows (`GATHERS`) and at `stops` (values that will not be
+    recomputed)."""
     return recompute_region(name, nodes, producer, stops)[0]
 
 
@@ -51,6 +56,9 @@ def recompute_region(
             continue
         if index is None or not is_recomputable(nodes[index].target):
             sources.add(current)
+            continue
+        if current != name and nodes[index].target in GATHERS:
+            sources.add(current)  # its table stays alive, but the rows are read again
             continue
         region.add(current)
         for ref in references(nodes[index]):
