@@ -87,3 +87,30 @@ def test_recompile_reason_describes_the_latest_capture() -> None:
         "changed from 'single_label_classification' to 'regression'"
         in (state.recompile_reasons[-1])
     ), state.recompile_reasons
+
+
+def test_automatic_dynamic_entries_are_checked_first() -> None:
+    """A decoder called at a new length, then a new batch: each symbolic recompile is checked
+    before the narrower entries, so later calls at new sizes check one entry, not three."""
+
+    def decoder(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1])
+        return (table[ids] + table[positions]).softmax(-1)
+
+    table = torch.randn(64, 8)
+    compiled = ember_compile(decoder, backend=CompileCounter())
+    state = compiled._ember_compiled
+    for shape in ((2, 4), (2, 9), (3, 9)):  # static, then the length, then the batch symbolic
+        ids = torch.randint(0, 64, shape)
+        torch.testing.assert_close(compiled(ids, table), decoder(ids, table))
+    assert state.captures == 3
+    general = state.table.entries[0]
+    assert general is state.table.latest and general.graph is not None
+    assert len(general.graph.symbols) == 2
+    counts: Counter[int] = Counter()
+    _count_checks(state, counts)
+    for shape in ((5, 7), (4, 30), (2, 4)):
+        ids = torch.randint(0, 64, shape)
+        torch.testing.assert_close(compiled(ids, table), decoder(ids, table))
+    assert state.captures == 3
+    assert counts == Counter({0: 3}), counts  # the narrower entries are never reached
