@@ -6,6 +6,7 @@ time for each compile. Issue 19 used it to find what the symbolic Graphs' kernel
 (docs/perf/dynamic-shapes.md, session 9).
 
     python3 -m benchmarks.dynamic_profile [--points 16x256,4x256,4x16] [--top 12]
+        [--warm-up 1x4,1x16,4x16]   (the dynamic function's first calls, in order)
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ from torch.profiler import ProfilerActivity, profile
 import ember
 from ember.capture.testing import TinyDecoder
 
-WARM_UP = ((1, 4), (1, 16), (4, 16))  # the first calls: static, then length, then batch symbolic
+WARM_UP = "1x4,1x16,4x16"  # the first calls: static, then length, then batch symbolic
+
+
+def _points(text: str) -> list[tuple[int, int]]:
+    return [(int(b), int(n)) for b, n in (p.split("x") for p in text.split(","))]
 
 
 def _autocast() -> Any:
@@ -70,15 +75,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--points", default="16x256,4x256,4x16", help="batch x length, ...")
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--warm-up", default=WARM_UP, help="the dynamic function's first calls")
     options = parser.parse_args()
-    points = [tuple(int(n) for n in p.split("x")) for p in options.points.split(",")]
+    points = _points(options.points)
+    warm_up = _points(options.warm_up)
     torch.manual_seed(0)
     model = TinyDecoder(vocab=50257, width=768, heads=12, depth=12, context=256)
     model = model.eval().cuda()
-    ids = {p: torch.randint(0, 50257, p, device="cuda") for p in (*WARM_UP, *points)}
+    ids = {p: torch.randint(0, 50257, p, device="cuda") for p in (*warm_up, *points)}
     dynamic = ember.compile(model)
     with torch.no_grad(), _autocast():
-        for point in (*WARM_UP, *points):
+        for point in (*warm_up, *points):
             dynamic(ids[point])
     for point in points:
         static = ember.compile(model, dynamic=False)

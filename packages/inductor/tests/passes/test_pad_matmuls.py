@@ -197,3 +197,15 @@ def test_a_symbolic_row_count_keeps_its_rows_and_pads_the_columns(
         expected = fn(x)
         torch.testing.assert_close(prims.run(padded, x), expected)
         torch.testing.assert_close(compiled(x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_an_unbounded_symbolic_row_count_counts_as_large() -> None:
+    """The rows seen at capture say nothing of later calls: a decoder made dynamic at batch
+    4 x length 4 (hint 16 rows) left its LM head unpadded for every later length (issue 19:
+    7.4 ms at 16x256 on the H100 beside the static graph's 4.1)."""
+    fn, _ = SYMBOLIC_CASES[0]
+    graph = decompose(prims.trace(fn, *_inputs([(2, 12)]), dynamic=True), DECOMPOSITIONS)
+    large = {**ON_CPU, "min_flops": 1 << 30}
+    assert any(node.target == "prims::pad" for node in pad_matmuls(graph, **large).nodes)
+    static = _graph(fn, _inputs([(2, 12)]))  # 2 x 12 x 37 multiply-adds: left alone
+    assert not any(node.target == "prims::pad" for node in pad_matmuls(static, **large).nodes)
