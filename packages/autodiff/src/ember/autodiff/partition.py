@@ -374,41 +374,35 @@ def _materialized_in_backward(layout: _Layout, name: str) -> bool:
     recomputing it would cost a kernel and a buffer in the backward."""
     if name not in layout.producer or is_view(layout.graph.nodes[layout.producer[name]].target):
         return False
-    pending, seen = [name], {name}
-    while pending:
-        current = pending.pop()
-        for index in layout.users.get(current, ()):
-            user = layout.graph.nodes[index]
-            outputs = [v.name for v in user.output_values()]
-            backward = any(out in layout.tangent_dependent for out in outputs)
-            if backward and not is_fusible(user.target):
-                return True
-            if is_view(user.target):
-                for out in outputs:
-                    if out not in seen:
-                        seen.add(out)
-                        pending.append(out)
-    return False
+    return _read_unfused(layout, name, backward=True)
 
 
 def _materialized_in_forward(layout: _Layout, name: str) -> bool:
     """Whether a forward op that cannot fuse it (a matmul) reads `name`, directly or through
     views: the forward writes it to memory whatever the cut."""
+    return _read_unfused(layout, name, backward=False)
+
+
+def _read_unfused(layout: _Layout, name: str, backward: bool) -> bool:
+    """Whether an op of one half (`backward` or the forward) that cannot fuse it reads `name`,
+    directly or through views. The backward's readers are found through the forward's views
+    too; the forward's are not looked for past a backward op."""
     pending, seen = [name], {name}
     while pending:
         current = pending.pop()
         for index in layout.users.get(current, ()):
             user = layout.graph.nodes[index]
             outputs = [v.name for v in user.output_values()]
-            if any(out in layout.tangent_dependent for out in outputs):
+            in_backward = any(out in layout.tangent_dependent for out in outputs)
+            if in_backward and not backward:
                 continue
+            if in_backward == backward and not is_fusible(user.target):
+                return True  # views are fusible: they are followed below
             if is_view(user.target):
                 for out in outputs:
                     if out not in seen:
                         seen.add(out)
                         pending.append(out)
-            elif not is_fusible(user.target):
-                return True
     return False
 
 
