@@ -11,7 +11,7 @@ import torch
 from ember.capture.cache import CACHE, RecompileLimitWarning
 from ember.capture.compile import compile as ember_compile
 from ember.capture.compile import reset
-from ember.capture.testing import CompileCounter
+from ember.capture.testing import CompileCounter, ConfigWritingClassifier
 
 
 def scaled(x, n):
@@ -53,31 +53,11 @@ def test_reset_captures_again() -> None:
     assert counter.frame_count == 2
 
 
-class Config:
-    problem_type: str | None = None
-
-
-class Classifier(torch.nn.Module):
-    """Writes its config on the first call, as transformers' classification loss does."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.config = Config()
-        self.linear = torch.nn.Linear(4, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.config.problem_type is None:
-            self.config.problem_type = "single_label_classification"
-        if self.config.problem_type == "single_label_classification":
-            return self.linear(x).log_softmax(-1)
-        return self.linear(x)
-
-
 def test_a_recompile_to_the_same_graph_reuses_its_compiled_code() -> None:
     """The first call writes the attribute the guards read, so the second recompiles: to an
     equal Graph, whose compiled callable is reused (the backend sees one Graph)."""
     torch.manual_seed(0)
-    model = Classifier()
+    model = ConfigWritingClassifier()
     x = torch.randn(2, 4)
     counter = CompileCounter()
     compiled = ember_compile(model, backend=counter)
@@ -92,7 +72,7 @@ def test_a_recompile_to_the_same_graph_reuses_its_compiled_code() -> None:
 def test_a_recompile_under_another_grad_mode_compiles_again() -> None:
     """An equal Graph captured under another grad mode is compiled again (a backend compiles
     a training Graph differently)."""
-    model = Classifier()
+    model = ConfigWritingClassifier()
     x = torch.randn(2, 4)
     counter = CompileCounter()
     compiled = ember_compile(model, backend=counter)

@@ -11,27 +11,7 @@ from typing import Any
 import torch
 
 from ember.capture.compile import compile as ember_compile
-from ember.capture.testing import CompileCounter
-
-
-class Config:
-    problem_type: str | None = None
-
-
-class Classifier(torch.nn.Module):
-    """Writes its config on the first call, as transformers' classification loss does."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.config = Config()
-        self.linear = torch.nn.Linear(4, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.config.problem_type is None:
-            self.config.problem_type = "single_label_classification"
-        if self.config.problem_type == "single_label_classification":
-            return self.linear(x).log_softmax(-1)
-        return self.linear(x)
+from ember.capture.testing import CompileCounter, ConfigWritingClassifier
 
 
 def _count_checks(state: Any, counts: Counter[int]) -> None:
@@ -50,7 +30,7 @@ def _count_checks(state: Any, counts: Counter[int]) -> None:
 
 def test_the_entry_that_replaced_a_stale_one_is_checked_first() -> None:
     torch.manual_seed(0)
-    model = Classifier()
+    model = ConfigWritingClassifier()
     x = torch.randn(2, 4)
     counter = CompileCounter()
     compiled = ember_compile(model, backend=counter)
@@ -74,7 +54,7 @@ def test_the_entry_that_replaced_a_stale_one_is_checked_first() -> None:
 
 
 def test_recompile_reason_describes_the_latest_capture() -> None:
-    model = Classifier()
+    model = ConfigWritingClassifier()
     x = torch.randn(2, 4)
     compiled = ember_compile(model, backend=CompileCounter())
     state = compiled.forward._ember_compiled

@@ -54,6 +54,31 @@ def _launch(
     )
 
 
+def _device_zero_launch(
+    run: FakeRun,
+    kernel: str,
+    params: tuple[str, ...],
+    pointers: tuple[int, ...],
+    checked: tuple[int, ...],
+) -> Launch:
+    """A launch of `kernel` on device 0 with one XBLOCK of 32, no compiled kernel behind it."""
+    return compiled_launch(
+        kernel=kernel,
+        params=params,
+        arg_names=(*params, "XBLOCK"),
+        constants={"XBLOCK": 32},
+        pointers=pointers,
+        checked=checked,
+        block=32,
+        device=0,
+        compiled=None,
+        run=run,
+        function=None,
+        packed_metadata=None,
+        get_stream=lambda device: 0,
+    )
+
+
 def test_fast_path_arguments() -> None:
     run = FakeRun()
     launch = _launch(run, aligned=True)
@@ -90,21 +115,8 @@ def test_unaligned_pointer_uses_the_unaligned_variant() -> None:
 
 def test_known_aligned_pointers_are_not_checked() -> None:
     run = FakeRun()
-    launch = compiled_launch(
-        kernel="copy_kernel",
-        params=PARAMS,
-        arg_names=(*PARAMS, "XBLOCK"),
-        constants={"XBLOCK": 32},
-        pointers=(0, 1),
-        checked=(0,),  # out_ptr0 is a buffer the wrapper allocated
-        block=32,
-        device=0,
-        compiled=None,
-        run=run,
-        function=None,
-        packed_metadata=None,
-        get_stream=lambda device: 0,
-    )
+    # out_ptr0 is a buffer the wrapper allocated
+    launch = _device_zero_launch(run, "copy_kernel", PARAMS, (0, 1), (0,))
     assert "in_ptr0.data_ptr()" in launch.source  # type: ignore[attr-defined]
     assert "out_ptr0.data_ptr()" not in launch.source  # type: ignore[attr-defined]
     x, out = torch.empty(8), torch.empty(8)
@@ -266,20 +278,8 @@ def test_kernel_call_checks_devices_the_bound_launch_trusts(tmp_path: Path) -> N
         cache=cache,
     )
     run = FakeRun()
-    kernel.launch = compiled_launch(  # what `_bind` makes on a GPU, with a fake launcher
-        kernel="add_kernel",
-        params=("in_ptr0", "in_ptr1", "out_ptr0", "xnumel"),
-        arg_names=("in_ptr0", "in_ptr1", "out_ptr0", "xnumel", "XBLOCK"),
-        constants={"XBLOCK": 32},
-        pointers=(0, 1, 2),
-        checked=(0, 1, 2),
-        block=32,
-        device=0,
-        compiled=None,
-        run=run,
-        function=None,
-        packed_metadata=None,
-        get_stream=lambda device: 0,
+    kernel.launch = _device_zero_launch(  # what `_bind` makes on a GPU, with a fake launcher
+        run, "add_kernel", ("in_ptr0", "in_ptr1", "out_ptr0", "xnumel"), (0, 1, 2), (0, 1, 2)
     )
     a, b, out = torch.ones(8), torch.ones(8), torch.empty(8)
     with pytest.raises(KernelDeviceError, match=r"parameter 'in_ptr0'.*move the tensor to the GPU"):

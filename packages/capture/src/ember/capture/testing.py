@@ -1,5 +1,7 @@
-"""Test helpers for capture: `CompileCounter`, a backend that counts the graphs it gets, and
-`TinyDecoder`, a GPT-2-style decoder whose prompt length varies (dynamic-shape tests)."""
+"""Test helpers for capture: `CompileCounter`, a backend that counts the graphs it gets,
+`TinyDecoder`, a GPT-2-style decoder whose prompt length varies (dynamic-shape tests), and
+`ConfigWritingClassifier`, which writes its config on its first call as transformers'
+classification loss does (cache-order tests)."""
 
 from __future__ import annotations
 
@@ -95,3 +97,24 @@ class DecoderBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
+
+
+class ClassifierConfig:
+    problem_type: str | None = None
+
+
+class ConfigWritingClassifier(nn.Module):
+    """Writes its config on the first call, as transformers' classification loss does: the
+    second call recompiles, and the first entry's guards fail from then on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = ClassifierConfig()
+        self.linear = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.config.problem_type is None:
+            self.config.problem_type = "single_label_classification"
+        if self.config.problem_type == "single_label_classification":
+            return self.linear(x).log_softmax(-1)
+        return self.linear(x)
