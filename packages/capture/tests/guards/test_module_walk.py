@@ -93,6 +93,17 @@ def _checks(module: ModuleType, compiled: Any) -> tuple[GuardCheck, GuardCheck, 
     return python, native, state.fn, state.globals
 
 
+def _captured(
+    module: ModuleType, net: nn.Module
+) -> tuple[Any, torch.Tensor, tuple[GuardCheck, GuardCheck, Any, Any]]:
+    """`net` compiled and called once on a (3, 4) input, and its entry's two checks."""
+    compiled = ember_compile(net, backend=CompileCounter())
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled(x)
+    return compiled, x, _checks(module, compiled)
+
+
 @pytest.mark.parametrize(
     ("change", "holds"), [(c[1], c[2]) for c in CHANGES], ids=[c[0] for c in CHANGES]
 )
@@ -118,11 +129,7 @@ def test_the_walk_agrees_with_the_python_check(
 
 def test_another_root_object_misses(native_module: ModuleType) -> None:
     deep = Deep().eval()
-    compiled = ember_compile(deep, backend=CompileCounter())
-    x = torch.randn(3, 4)
-    with torch.no_grad():
-        compiled(x)
-    python, native, fn, globals_dict = _checks(native_module, compiled)
+    _, x, (python, native, fn, globals_dict) = _captured(native_module, deep)
     other = ember_compile(Deep().eval(), backend=CompileCounter())
     for root in (other, object(), None):
         arguments = {"self": root, "x": x, FUNCTION_KEY: fn}
@@ -204,11 +211,7 @@ class WithProperty(nn.Module):
 
 def test_a_training_property_is_read_as_python_reads_it(native_module: ModuleType) -> None:
     net = WithProperty().eval()
-    compiled = ember_compile(net, backend=CompileCounter())
-    x = torch.randn(3, 4)
-    with torch.no_grad():
-        compiled(x)
-    python, native, fn, globals_dict = _checks(native_module, compiled)
+    compiled, x, (python, native, fn, globals_dict) = _captured(native_module, net)
     arguments = {"self": compiled, "x": x, FUNCTION_KEY: fn}
     for mode, holds in ((False, True), (True, False)):
         net.inner.__dict__["mode"] = mode
@@ -228,11 +231,7 @@ def test_a_class_changed_after_the_capture_is_read_as_python_reads_it(
         pass
 
     net = nn.Sequential(Local(4, 4)).eval()
-    compiled = ember_compile(net, backend=CompileCounter())
-    x = torch.randn(3, 4)
-    with torch.no_grad():
-        compiled(x)
-    python, native, fn, globals_dict = _checks(native_module, compiled)
+    compiled, x, (python, native, fn, globals_dict) = _captured(native_module, net)
     arguments = {"self": compiled, "input": x, FUNCTION_KEY: fn}  # Sequential.forward's
     with torch.no_grad():
         assert native.check_inputs(arguments, globals_dict) is not None  # the fast path, warmed
