@@ -438,22 +438,49 @@ def train(bench: Bench, lengths: list[int]) -> None:
         compilations=captures,
         compile_s={name: round(seconds, 2) for name, seconds in compile_s.items()},
     )
-    header = "length  eager ms/step  ember-dynamic ms/step  eager/dynamic"
+    header = (
+        "length  eager ms/step  ember-dynamic ms/step  ember-static ms/step  dyn/static  "
+        "eager/dynamic"
+    )
     print(header + ("  torch.compile ms/step" if "torch.compile" in runs else ""))
+    rows = []
     for n in lengths:
         variants = {
             name: (lambda name=name, ids=data[n]: step(runs[name], nets[name][1], ids))
             for name in runs
         }
+        # ember compiled for this length alone (its own net, so its steps train nothing else).
+        net, opt = fresh()
+        static = ember.compile(net, backend=options.backend, dynamic=False)
+        static_s = bench.attempt(
+            f"training static {n}",
+            lambda static=static, opt=opt, ids=data[n]: step(static, opt, ids),
+        )
+        if static_s is not None:
+            variants["static"] = lambda static=static, opt=opt, ids=data[n]: step(static, opt, ids)
         ms = bench.time_ms(variants, bench.calls(batch * n, options.budget // 2))
+        rows.append(ms)
         row = (
-            f"{n:>6}  {ms['eager']:>13.3f}  {cell(ms, 'dynamic'):>21}  "
-            f"{ratio(ms, 'eager', 'dynamic'):>13}"
+            f"{n:>6}  {ms['eager']:>13.3f}  {cell(ms, 'dynamic'):>21}  {cell(ms, 'static'):>20}  "
+            f"{ratio(ms, 'dynamic', 'static'):>10}  {ratio(ms, 'eager', 'dynamic'):>13}"
         )
         if "torch.compile" in runs:
             row += f"  {cell(ms, 'torch.compile'):>21}"
         print(row, flush=True)
-        bench.record(kind="training", batch=batch, length=n, ms=ms)
+        bench.record(
+            kind="training",
+            batch=batch,
+            length=n,
+            ms=ms,
+            static_compile_s=None if static_s is None else round(static_s, 2),
+        )
+    within = sum(ms.get("dynamic", inf) <= 1.1 * ms.get("static", -inf) for ms in rows)
+    faster = sum(ms.get("dynamic", inf) < ms["eager"] for ms in rows)
+    print(
+        f"training: ember dynamic within 10% of static at {within}/{len(rows)} lengths, "
+        f"faster than eager at {faster}/{len(rows)}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
