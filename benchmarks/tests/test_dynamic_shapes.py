@@ -34,7 +34,9 @@ def test_a_tiny_grid_and_training_write_their_rows(tmp_path: Path) -> None:
     assert all(set(row["ms"]) == {"eager", "dynamic", "static"} for row in rows[1:5])
     assert rows[5]["text"].startswith("ember dynamic within 10% of static at ")
     assert rows[6]["compilations"]["dynamic=None"] == 2
-    assert all(set(row["ms"]) == {"eager", "dynamic"} for row in rows[7:])
+    assert all(set(row["ms"]) == {"eager", "dynamic", "static"} for row in rows[7:])
+    assert all(row["static_compile_s"] > 0 for row in rows[7:])
+    assert rows[6]["compilations"]["dynamic=None"] == 2  # the static compiles are their own
 
 
 def test_the_gpt2_small_preset_on_cuda_runs_bf16() -> None:
