@@ -342,6 +342,26 @@ def constant_pad(a: torch.Tensor, pad: Sequence[int], value: Any = 0) -> torch.T
     return prims.pad(a, value, low, high, [0] * a.dim())
 
 
+@to_prims("aten::slice_backward.default")
+def _slice_backward(
+    grad: torch.Tensor, input_sizes: Sequence[int], dim: int, start: int, end: int, step: int
+) -> torch.Tensor:
+    """A slice's gradient, zeros around it: a pad (the slice's step as interior padding), which
+    fuses into what reads it where the op would fill and copy a new buffer (Llama's rotary
+    `rotate_half`, four a layer)."""
+    d = canonical_dim(dim, len(input_sizes))
+    size = input_sizes[d]
+    if any(isinstance(v, torch.SymInt) for v in (start, end, size)):
+        lo = _clamped(start, size)
+    else:
+        lo, _, _ = slice(start, end, step).indices(size)
+    low, high, interior = [0] * grad.dim(), [0] * grad.dim(), [0] * grad.dim()
+    low[d], interior[d] = lo, step - 1
+    covered = lo + (grad.shape[d] - 1) * step + 1 if grad.shape[d] else lo
+    high[d] = size - covered
+    return prims.pad(grad, 0, low, high, interior)
+
+
 @to_prims("aten::as_strided.default")
 def _as_strided(
     a: torch.Tensor, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
