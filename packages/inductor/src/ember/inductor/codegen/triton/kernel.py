@@ -423,7 +423,10 @@ class TritonKernelWriter(ValueScopes):
             self.loops += 1
             self.loop = self.loops
             if not self.rnumel.free_symbols:
-                with self.block(f"for roffset in range(0, {bound}, RBLOCK):"):
+                steps = f"range(0, {bound}, RBLOCK)"
+                if self.tiling.stages > 1:  # the next blocks' loads issued ahead (shared memory)
+                    steps = f"tl.range(0, {bound}, RBLOCK, num_stages={self.tiling.stages})"
+                with self.block(f"for roffset in {steps}:"):
                     self._r_variables("roffset + rbase")
                     yield
                 return

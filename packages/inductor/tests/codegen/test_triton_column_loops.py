@@ -1,0 +1,103 @@
+"""Looped column reductions on Triton (heuristics' `COLUMN_LOOP_STAGES`): the r-loop loads
+its next blocks ahead (`tl.range(..., num_stages=...)`, copied through shared memory on
+sm_90), and its values stay eager's. Under the interpreter against eager; built for sm_90,
+where the pipelined loads are asynchronous copies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import ember.prims as prims
+from ember.inductor.codegen.triton.heuristics import COLUMN_LOOP_STAGES, choose_tiling, reduces
+from ember.inductor.lowering.graph_lowering import lower_graph
+from ember.inductor.pipeline import DECOMPOSITIONS, compile_graph
+from ember.inductor.scheduler.fusion import Kernel, schedule
+from ember.prims.decompositions import decompose
+from ember.runtime import ArtifactCache
+
+pytest.importorskip("triton")
+
+
+def column_statistics(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A column sum and variance over 2048 rows: looped (too long for one tile), unsplit
+    (too few elements to split)."""
+    return x.sum(0), x.var(0)
+
+
+def batch_norm_sums(
+    dy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch-norm backward's two sums over a channels-last map, in float32."""
+    grad = dy.float()
+    return grad.sum((0, 2, 3)), (grad * (x.float() - mean[:, None, None])).sum((0, 2, 3))
+
+
+def _rows() -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(0)
+    return (torch.randn(2049, 64, generator=generator) * 3 + 5,)  # a ragged last r-block
+
+
+def _maps() -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(0)
+
+    def feature_map() -> torch.Tensor:
+        x = torch.randn(4, 64, 32, 17, generator=generator).to(torch.bfloat16)
+        return x.contiguous(memory_format=torch.channels_last)
+
+    return feature_map(), feature_map(), torch.randn(64, generator=generator)
+
+
+Case = tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]]]
+CASES: dict[str, Case] = {
+    "column_statistics": (column_statistics, _rows),
+    "batch_norm_sums": (batch_norm_sums, _maps),
+}
+
+
+def _stages(fn: Any, inputs: tuple[torch.Tensor, ...]) -> list[int]:
+    from ember.inductor.codegen.triton import TritonBackend
+
+    graph = decompose(prims.trace(fn, *inputs), DECOMPOSITIONS)
+    program = lower_graph(graph, TritonBackend().dtypes)  # bf16 loads cast in the kernel
+    kernels = [k for k in schedule(program, "triton") if isinstance(k, Kernel) and reduces(k)]
+    return [choose_tiling(kernel, program).stages for kernel in kernels]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_looped_column_reductions_load_ahead(name: str) -> None:
+    fn, make_inputs = CASES[name]
+    assert set(_stages(fn, make_inputs())) == {COLUMN_LOOP_STAGES}
+
+
+def test_row_reductions_keep_one_stage() -> None:
+    """Row reductions (another tiling, not measured with stages) load as before."""
+    (x,) = _rows()
+    assert _stages(lambda a: a.sum(1), (x.t().contiguous(),)) == [1]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_pipelined_column_reductions_equal_eager(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ember.inductor.codegen.triton import TritonBackend
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    fn, make_inputs = CASES[name]
+    inputs = make_inputs()
+    graph = prims.trace(fn, *inputs)
+    compiled = compile_graph(graph, inputs, backend=TritonBackend(), cache=ArtifactCache(tmp_path))
+    for got, expected in zip(compiled(*inputs), fn(*inputs)):
+        torch.testing.assert_close(got, expected, rtol=2e-5, atol=1e-4)
+
+
+def test_pipelined_column_reductions_build_for_sm90(build_for_sm90: Any) -> None:
+    """On sm_90 the loads ahead are asynchronous copies into shared memory."""
+    report = build_for_sm90(__file__, sorted(CASES))
+    for name in CASES:
+        ptx = [text for kernel in report[name] for text in kernel["ptx"]]
+        assert any("cp.async" in text for text in ptx), name
