@@ -1,8 +1,8 @@
 """The inductor pipeline: one function of named passes from a Graph to a `CompiledGraph`.
 
-    bind_symbols → decompose → pad_matmuls → eliminate_common_subexpressions
-    → eliminate_dead_code → lower → schedule → gemm_templates (max-autotune)
-    → check_bounds → generate → plan_memory → load
+    bind_symbols → decompose → pad_matmuls → float32_matmuls
+    → eliminate_common_subexpressions → eliminate_dead_code → lower → schedule
+    → gemm_templates (max-autotune) → check_bounds → generate → plan_memory → load
 
 The pass names are the names used in logs. A compiled graph (wrapper and module source) is
 cached under a key of the serialized Graph, the config and the versions; its shared library
@@ -55,6 +55,7 @@ from ember.inductor.passes.bind_symbols import bind_symbols
 from ember.inductor.passes.channels_last import channels_last, prefers_channels_last
 from ember.inductor.passes.common_subexpressions import eliminate_common_subexpressions
 from ember.inductor.passes.dead_code import eliminate_dead_code
+from ember.inductor.passes.float32_matmuls import float32_matmuls
 from ember.inductor.passes.pad_matmuls import pad_matmuls
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode, schedule
 from ember.inductor.scheduler.memory_planning import plan_memory
@@ -183,6 +184,7 @@ def generate(
         graph = timed("pad_matmuls", pad_matmuls, graph)
         if config.padded_outputs and "saved_inputs" not in graph.meta:
             output_specs = _padded_outputs(before, graph, output_specs, saved_outputs)
+    graph = timed("float32_matmuls", float32_matmuls, graph)
     if not graph.symbols:
         if input_strides or _wants_channels_last(graph, config, backend, saved_outputs > 0):
             before = graph

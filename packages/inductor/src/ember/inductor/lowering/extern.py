@@ -12,6 +12,7 @@ from ember.inductor.lowering.table import lowers
 
 EXTERN_OPS = (
     "aten::mm.default",
+    "aten::mm.dtype",  # a 16-bit product written in float32 (`passes/float32_matmuls.py`)
     "aten::addmm.default",
     "aten::bmm.default",
     "aten::baddbmm.default",

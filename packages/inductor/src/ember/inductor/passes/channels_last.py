@@ -36,6 +36,8 @@ CONVOLUTION_BACKWARD = "aten::convolution_backward.default"
 MIN_CONVOLUTIONS = 2
 # Positions of the tensors a convolution op reads whose layout picks cuDNN's kernels.
 CONVOLUTION_OPERANDS = {CONVOLUTION: (0, 1), CONVOLUTION_BACKWARD: (0, 1, 2)}
+# Products weighed against the convolutions (mm.dtype: `passes/float32_matmuls.py`).
+MATMULS = ("aten::mm.default", "aten::mm.dtype", "aten::addmm.default", "aten::bmm.default")
 # Readers that index their argument logically (any strides): they read restrided values.
 LAYOUT_FREE_FAMILIES = ("elementwise", "reductions")
 LAYOUT_FREE_VIEWS = frozenset(
@@ -86,7 +88,7 @@ def prefers_channels_last(
             conv_work += work
             gradients = gradients or node.target == CONVOLUTION_BACKWARD
             has_depthwise = has_depthwise or _depthwise(node, values)
-        elif node.target in ("aten::mm.default", "aten::addmm.default", "aten::bmm.default"):
+        elif node.target in MATMULS:
             matmul_work += _matmul_work(node, values)
     total = conv_work + matmul_work
     if convolutions >= min_convolutions and depthwise and has_depthwise and not gradients:

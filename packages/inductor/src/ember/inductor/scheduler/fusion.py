@@ -113,6 +113,7 @@ def _join_earlier(scheduled: list[ScheduledNode], node: LoopNode, one_direction:
 DEFERRABLE_EXTERNS = frozenset(
     {
         "aten::mm.default",
+        "aten::mm.dtype",
         "aten::addmm.default",
         "aten::bmm.default",
         "aten::baddbmm.default",
