@@ -12,6 +12,7 @@ symbolic are kernel arguments; everything else is a literal.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +36,15 @@ from ember.inductor.codegen.triton.ops import (
     reduction_identity,
 )
 from ember.inductor.codegen.triton.printer import triton_index
+from ember.inductor.codegen.triton.size_variants import (
+    INT32_SAFE,
+    Specialization,
+    condition,
+    plan,
+    renamed,
+    size_locals,
+    static_factor_aligned,
+)
 from ember.inductor.codegen.value_scopes import ValueScopes, operand_key
 from ember.inductor.ir.body import BodyValue
 from ember.inductor.ir.bounds import storage_extent
@@ -66,8 +76,12 @@ class _Context:
 class TritonKernelWriter(ValueScopes):
     """Builds the source of one Triton kernel and its launch metadata."""
 
-    def __init__(self, kernel: Kernel, program: Program) -> None:
+    def __init__(
+        self, kernel: Kernel, program: Program, special: Specialization | None = None
+    ) -> None:
         super().__init__()
+        # a body specialized on its sizes' run-time values (`size_variants`), or the general one
+        self.special = special
         self.kernel = kernel
         self.program = program
         self.lines: list[str] = []
@@ -75,6 +89,7 @@ class TritonKernelWriter(ValueScopes):
         self.storages: dict[str, None] = {}
         self.written: dict[str, None] = {}
         self.sizes: set[str] = set()
+        self.addressed: set[str] = set()  # sizes the addresses read (their alignment matters)
         self.locals: dict[str, str] = {}
         self.conditions: list[str] = []  # enclosing `masked` conditions
         # storage -> (variable holding what was stored, the r-loop it was stored in): a later
@@ -88,7 +103,7 @@ class TritonKernelWriter(ValueScopes):
         self.xnumel: Expr = product(kernel.outer)
         self.rnumel: Expr = product(kernel.inner)
         self.tiling: Tiling = choose_tiling(kernel, program)
-        self.wide = self._needs_int64()
+        self.wide = False if special is not None else self._needs_int64()
         # a pointwise kernel's stores, emitted after all its loads (`_defers_stores`)
         self.deferred: list[str] | None = [] if self._defers_stores() else None
 
@@ -108,11 +123,15 @@ class TritonKernelWriter(ValueScopes):
             self.scopes.pop()
             self.depth -= 1
 
-    def index(self, expr: Expr) -> str:
+    def index(self, expr: Expr, *, address: bool = False) -> str:
         for symbol in sympy.sympify(expr).free_symbols:
             name = str(symbol)
             if not (name[0] in "xr" and name[1:].isdigit()) and not name.startswith("ind"):
                 self.sizes.add(name)
+                if address:
+                    self.addressed.add(name)
+        if self.special is not None:
+            expr = renamed(expr, self.special.renames)
         return triton_index(expr)
 
     def _defers_stores(self) -> bool:
@@ -245,7 +264,7 @@ class TritonKernelWriter(ValueScopes):
             self.storages[str(storage)] = None
             mask = self._mask(index)
             masked = f", {mask}, other=0" if mask else ""
-            pointer = f"p_{storage} + ({self.index(index)})"
+            pointer = f"p_{storage} + ({self.index(index, address=True)})"
             if self.conditions:
                 # a `masked` condition may vary along loops the index does not read (a scalar
                 # read where a cat's part is a broadcast value): the pointer takes the mask's
@@ -321,6 +340,7 @@ class TritonKernelWriter(ValueScopes):
     def generate(self) -> KernelSource:
         kernel = self.kernel
         body_lines = self._body()
+        body_lines = [*self._specialized_bodies(), *body_lines]
         arguments = [KernelArgument(name, "pointer") for name in self.storages]
         arguments += [KernelArgument(name, "size") for name in sorted(self.sizes)]
         params = [f"p_{a.name}" if a.kind == "pointer" else a.name for a in arguments]
@@ -350,6 +370,53 @@ class TritonKernelWriter(ValueScopes):
             launch=launch,
             grid=[self._python_size(self.xnumel)],
         )
+
+    def _specialized_bodies(self) -> list[str]:
+        """The bodies specialized on the sizes' run-time values, each behind its test and
+        ending in a return (`size_variants`); none for a kernel without sizes. After the
+        general body: which sizes the kernel and its addresses read."""
+        aligned = set(self.addressed)
+        if self.reduces:
+            aligned |= {str(s) for s in sympy.sympify(self.rnumel).free_symbols}
+        elif not static_factor_aligned(self.xnumel):
+            aligned |= {str(s) for s in sympy.sympify(self.xnumel).free_symbols}
+        limits = self._int32_limits()
+        if limits is None:
+            return []
+        narrowable = self.tiling.persistent and bool(sympy.sympify(self.rnumel).free_symbols)
+        rblock = self.tiling.configs[0].rblock if self.tiling.configs else None
+        lines: list[str] = []
+        for special in plan(set(self.sizes), aligned, narrowable, rblock):
+            writer = TritonKernelWriter(self.kernel, self.program, special)
+            body = writer._body()
+            extra = set(writer.storages) - set(self.storages)
+            assert not extra and writer.sizes <= self.sizes, (extra, writer.sizes)
+            if special.rblock_divisor > 1:
+                body = [re.sub(r"\bRBLOCK\b", special.rblock, line) for line in body]
+            lines.append(f"    if {condition(special, limits, self.rnumel)}:")
+            lines += [f"        {line}" for line in size_locals(special)]
+            lines += [f"    {line}" for line in body]
+            lines.append("        return")
+        for limit in limits:  # the tests read these sizes too
+            self.index(limit)
+        return lines
+
+    def _int32_limits(self) -> list[Expr] | None:
+        """What must stay under `INT32_SAFE` for int32 indices: the tile's points, every
+        storage's extent and every size (None when a storage's extent is unknown)."""
+        limits: list[Expr] = [sympy.sympify(self.xnumel * self.rnumel)]
+        touched = {member.node.storage for member in self.kernel.members}
+        for member in self.kernel.members:
+            touched.update(str(load.args[0]) for load in member.loads())
+        for name in sorted(touched):
+            extent = _extent(self.program.storages[name])
+            if extent is None:
+                return None
+            limits.append(extent)
+        limits += [sympy.Symbol(name, integer=True, positive=True) for name in sorted(self.sizes)]
+        if any(not e.free_symbols and int(e) > INT32_SAFE for e in limits):
+            return None
+        return [e for e in dict.fromkeys(limits) if e.free_symbols]
 
     def _python_size(self, expr: Expr) -> str:
         from ember.inductor.codegen.cpp.printer import python_index
@@ -597,7 +664,7 @@ class TritonKernelWriter(ValueScopes):
             substitution[symbol] = sympy.Symbol(variable, integer=True)
         index = index.xreplace(substitution)
         mask = self._mask(index)
-        pointer = f"p_{storage} + ({self.index(index)})"
+        pointer = f"p_{storage} + ({self.index(index, address=True)})"
         if mask is None:  # the same address in every lane: a block of it, masked to one
             mask = "xrmask" if self.context.reduction else "xmask"
             pointer += " + 0 * xindex"
@@ -614,3 +681,14 @@ class TritonKernelWriter(ValueScopes):
                 self.line(store)
             self.stored[storage] = (variable, self.loop)
         self.forget_loads(storage)
+
+
+def _extent(storage: Storage) -> Expr | None:
+    """Elements from a storage's pointer to past its last one, over its symbolic sizes."""
+    layout = storage.layout or storage.declared
+    if layout is None:
+        return None
+    extent: Expr = sympy.Integer(1) + sympy.sympify(layout.offset)
+    for size, stride in zip(layout.size, layout.stride):
+        extent += (sympy.sympify(size) - 1) * sympy.sympify(stride)
+    return sympy.expand(extent)
