@@ -47,9 +47,19 @@ def test_per_row_values_do_not_make_a_row_reduction_a_column_one() -> None:
 
 
 def test_column_reductions_tile_wide_along_their_outputs() -> None:
-    for rows in (40, 3000):
-        (tiling,) = _tilings(lambda x: x.sum(0), torch.randn(rows, 256))
-        assert tiling.configs[0].xblock >= 64, (rows, tiling)
+    (tiling,) = _tilings(lambda x: x.sum(0), torch.randn(3000, 256))
+    assert tiling.configs[0].xblock >= 64, tiling
+
+
+def test_short_column_reductions_spread_over_programs() -> None:
+    """Rows that fit one tile: as many programs as about one a multiprocessor, each at least
+    8 outputs wide (32 bytes of float32 partials a row). The second half of a split
+    batch-norm statistic (256 channels over 64 partials) ran as 4 programs of [64, 64]."""
+    for rows, outputs in ((40, 256), (64, 1024), (98, 16384)):
+        (tiling,) = _tilings(lambda x: x.sum(0), torch.randn(rows, outputs))
+        config = tiling.configs[0]
+        assert tiling.persistent and config.xblock >= 8, (rows, outputs, tiling)
+        assert outputs // config.xblock >= min(128, outputs // 8), (rows, outputs, tiling)
 
 
 def test_a_small_column_reduction_loads_whole_rows_in_many_programs() -> None:

@@ -33,6 +33,7 @@ PERSISTENT_LIMIT = 1024
 # the H100, 1.4 TB/s)
 COLUMN_PERSISTENT_LIMIT = 128
 SMALL_COLUMN_ELEMENTS = 1 << 20  # a column reduction this small loads whole rows at once
+SHORT_COLUMN_PROGRAMS = 128  # programs a column reduction over short rows aims for at least
 # r-blocks a looped column reduction keeps in flight (Triton copies them into shared memory
 # ahead of use). Loaded one at a time, a program waited for each block: ResNet-50's batch-norm
 # statistics (a split Welford over 392-row chunks of [64, 32] bf16 tiles, 4 programs of 64
@@ -86,7 +87,7 @@ def choose_tiling(kernel: Kernel, program: Program) -> Tiling:
     limit = COLUMN_PERSISTENT_LIMIT if column else PERSISTENT_LIMIT
     bound = _bound(rnumel_expr, program)
     if bound is not None and bound <= limit:
-        return Tiling(True, _persistent(xnumel, bound))
+        return Tiling(True, _short_columns(xnumel, bound) if column else _persistent(xnumel, bound))
     if column and _small_column(xnumel, rnumel_expr):
         return Tiling(True, _persistent_column(xnumel, rnumel))
     return Tiling(False, _looped(xnumel, rnumel, column), COLUMN_LOOP_STAGES if column else 1)
@@ -110,6 +111,19 @@ def _persistent(xnumel: int, rnumel: int) -> list[Config]:
         if x <= max(xblock, 1) * 4 and x * rblock <= 16384
     ]
     return _unique([default, *candidates])
+
+
+def _short_columns(xnumel: int, rnumel: int) -> list[Config]:
+    """Column rows that fit one tile: tiles of at most 4096 points, XBLOCK halved (to 8)
+    until about one program a multiprocessor runs (`SHORT_COLUMN_PROGRAMS`). The second half
+    of a split batch-norm statistic, 256 channels over 64 partials (three arrays, a float64
+    merge), ran as 4 programs of [64, 64] tiles, 11 times a ResNet-50 step."""
+    rblock = _pow2(rnumel)
+    xblock = max(1, min(64, 4096 // rblock, _pow2(xnumel)))
+    while xblock > 8 and -(-xnumel // xblock) < SHORT_COLUMN_PROGRAMS:
+        xblock //= 2
+    default = Config(xblock, rblock, _warps(xblock * rblock, 8))
+    return _unique([default, *_persistent(xnumel, rnumel)])
 
 
 def _small_column(xnumel: int, rnumel: Expr) -> bool:
