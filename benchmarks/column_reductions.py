@@ -11,7 +11,9 @@ function, both halves of a split), with the bandwidth of reading the maps once.
 With the sweep (default on), ember's first (largest) reduction kernel is launched again in
 other launch configurations: the r-loop's software-pipeline depth (`stages`, heuristics'
 `COLUMN_LOOP_STAGES`) and the [XBLOCK, RBLOCK] tile and warps, so one run says which
-configuration heuristics.py should choose. About a minute for the default shapes on an H100.
+configuration heuristics.py should choose; `--column-programs 512,2048` also times ember with
+its column reductions split into other numbers of chunks (split_reduction's
+`COLUMN_PROGRAMS`). About a minute for the default shapes on an H100.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from typing import Any
 
 import torch
 
-DEFAULT_SHAPES = "256x56,64x112,512x28,1024x14"
-TILES = ((64, 32, 8), (64, 16, 8), (64, 8, 4), (128, 16, 8), (32, 32, 4))
+DEFAULT_SHAPES = "256x56,512x28"
+TILES = ((64, 32, 8), (64, 16, 8), (64, 8, 4), (128, 16, 8))
 PERSISTENT_TILES = ((8, 4), (16, 4), (16, 8), (32, 8), (64, 8))
 
 
@@ -55,21 +57,27 @@ def _inputs(
     return feature_map(), feature_map(), torch.randn(channels, device=device)
 
 
-def _ember(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...]) -> tuple[Any, str]:
-    """ember's compiled function and the generated Triton module's source."""
+def _ember(
+    fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], column_programs: int | None = None
+) -> tuple[Any, str]:
+    """ember's compiled function and the generated Triton module's source. `column_programs`:
+    split column reductions for about this many programs instead of split_reduction's
+    `COLUMN_PROGRAMS` (set for this compile only, in a fresh artifact cache)."""
     import ember.prims as prims
     from ember.inductor.codegen.triton import TritonBackend
-    from ember.inductor.config import InductorConfig
-    from ember.inductor.pipeline import compile_graph, generate
-    from ember.prims.config import load
+    from ember.inductor.lowering import split_reduction
+    from ember.inductor.pipeline import compile_graph
     from ember.runtime import ArtifactCache
 
     graph = prims.trace(fn, *inputs)
-    backend = TritonBackend()
     cache = ArtifactCache(Path(tempfile.mkdtemp(prefix="ember-colred-")))
-    compiled = compile_graph(graph, inputs, backend=backend, cache=cache)
-    module = generate(graph, backend, load(InductorConfig), torch.device("cuda"))["module"]
-    return compiled, module
+    default = split_reduction.COLUMN_PROGRAMS
+    split_reduction.COLUMN_PROGRAMS = column_programs or default
+    try:
+        compiled = compile_graph(graph, inputs, backend=TritonBackend(), cache=cache)
+    finally:
+        split_reduction.COLUMN_PROGRAMS = default
+    return compiled, compiled.module
 
 
 def _import(source: str) -> Any:
@@ -131,7 +139,6 @@ def _sweep(
     else:
         variants = [(64, 32, 8, s) for s in (1, 2, 3, 4)]
         variants += [(x, r, w, 3) for x, r, w in TILES[1:]]
-        variants += [(x, r, w, 1) for x, r, w in TILES[1:3]]
     modules: dict[int, Any] = {}
     for xblock, rblock, warps, stages in variants:
         module = modules.get(stages)
@@ -163,6 +170,11 @@ def main() -> None:
     parser.add_argument("--kinds", default="stats,sums")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument(
+        "--column-programs",
+        default="",
+        help="also time ember with column reductions split for these program counts (512,2048)",
+    )
     # cpu: a smoke test under TRITON_INTERPRET=1 (torch.compile's C++, times meaningless)
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
@@ -191,7 +203,10 @@ def main() -> None:
             compiled_tc: Callable[..., Any] = torch.compile(fn, dynamic=False)
             compiled_ember, source = _ember(fn, inputs)
             times: dict[str, float] = {}
-            for label, run in (("tc", compiled_tc), ("ember", compiled_ember)):
+            runs = [("tc", compiled_tc), ("ember", compiled_ember)]
+            for programs in filter(None, args.column_programs.split(",")):
+                runs.append((f"ember split for {programs}", _ember(fn, inputs, int(programs))[0]))
+            for label, run in runs:
                 run(*inputs)
                 times[label] = bench(functools.partial(run, *inputs)) * 1e3
             label = f"{args.batch}x{channels}x{size}x{size}"
@@ -201,6 +216,9 @@ def main() -> None:
                 f"  {times['ember'] / times['tc']:5.2f}x",
                 flush=True,
             )
+            for run_label, micros in times.items():
+                if run_label.startswith("ember split"):
+                    print(f"    {run_label} programs: {micros:7.1f} us")
             if not args.no_sweep:
                 sweeps.append(f"{label} {kind}")
                 sweeps += _sweep(source, maps[0].numel(), bench, args.device)
