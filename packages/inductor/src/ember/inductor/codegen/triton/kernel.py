@@ -40,6 +40,7 @@ from ember.inductor.codegen.triton.size_variants import (
     INT32_SAFE,
     Specialization,
     condition,
+    misaligning_sizes,
     plan,
     renamed,
     size_locals,
@@ -128,8 +129,8 @@ class TritonKernelWriter(ValueScopes):
             name = str(symbol)
             if not (name[0] in "xr" and name[1:].isdigit()) and not name.startswith("ind"):
                 self.sizes.add(name)
-                if address:
-                    self.addressed.add(name)
+        if address:
+            self.addressed |= misaligning_sizes(expr, self.reduces) & self.sizes
         if self.special is not None:
             expr = renamed(expr, self.special.renames)
         return triton_index(expr)

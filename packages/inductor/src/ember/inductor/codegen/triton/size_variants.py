@@ -105,3 +105,21 @@ def static_factor_aligned(expr: Expr) -> bool:
     """Whether an element count is a multiple of `ALIGNMENT` whatever its sizes (`64*s0*s1`)."""
     coefficient, _ = sympy.sympify(expr).as_coeff_Mul()
     return coefficient.is_Integer and int(coefficient) % ALIGNMENT == 0
+
+
+def misaligning_sizes(address: Expr, reduces: bool) -> set[str]:
+    """The sizes whose alignment decides whether `address` is a multiple of `ALIGNMENT` along
+    a vector: those in a term whose coefficient is not such a multiple (`768*s1*x0` never
+    misaligns, `s1*x0` may). A reduction's tiles are contiguous along r, so there only an
+    address that reads an r variable counts (one without is read once a row)."""
+    expr = sympy.expand(sympy.sympify(address))
+    names = {str(s) for s in expr.free_symbols}
+    if reduces and not any(n[0] == "r" and n[1:].isdigit() for n in names):
+        return set()
+    found: set[str] = set()
+    for term in sympy.Add.make_args(expr):
+        coefficient, _ = term.as_coeff_Mul()
+        if coefficient.is_Integer and int(coefficient) % ALIGNMENT == 0:
+            continue
+        found |= {str(s) for s in term.free_symbols}
+    return found
