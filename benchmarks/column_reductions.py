@@ -139,7 +139,9 @@ def _sweep(
     else:
         variants = [(64, 32, 8, s) for s in (1, 2, 3, 4)]
         variants += [(x, r, w, 3) for x, r, w in TILES[1:]]
+        variants.append((64, 16, 8, 4))
     modules: dict[int, Any] = {}
+    timed: list[tuple[float, str]] = []
     for xblock, rblock, warps, stages in variants:
         module = modules.get(stages)
         if module is None:
@@ -158,9 +160,14 @@ def _sweep(
 
         try:
             micros = bench(launch) * 1e3
-            rows.append(f"    X{xblock:<4} R{rblock:<4} w{warps} stages {stages}: {micros:7.1f} us")
+            config = f"X{xblock:<4} R{rblock:<4} w{warps} stages {stages}"
+            rows.append(f"    {config}: {micros:7.1f} us")
+            timed.append((micros, config))
         except Exception as error:  # out of resources: say so and go on
             rows.append(f"    X{xblock} R{rblock} w{warps} stages {stages}: {type(error).__name__}")
+    if timed:
+        micros, config = min(timed)
+        rows.append(f"    best: {config} ({timed[0][0] / micros:.2f}x the first line)")
     return rows
 
 
