@@ -149,6 +149,23 @@ def row_local_readers(ctx: LoweringContext, value: Value) -> bool:
     return bool(readers)
 
 
+def window_elements(ctx: LoweringContext, value: Value) -> bool:
+    """Whether every reader of `value` is a strided view (`as_strided`) that only elementwise
+    prims read: max pooling's window elements, each a view of the padded map, searched by a
+    chain of selects (ember-prims' decomposition). Inlined, each element loads the map where
+    the chain reads it, as a window reduction would; realized, small_cnn's normalized map
+    was written and read back in a kernel of its own before every pool."""
+    readers = ctx.readers.get(value.name, [])
+    for reader in readers:
+        if reader.target != "prims::as_strided":
+            return False
+        for result in reader.output_values():
+            for later in ctx.readers.get(result.name, []):
+                if getattr(resolve_op(later.target), "family", None) != "elementwise":
+                    return False
+    return bool(readers)
+
+
 def broadcast_statistic(ctx: LoweringContext, value: Value, lowered: Lazy, cost: int) -> bool:
     """Whether `lowered` is a costly value of few elements, computed from reductions' results
     (and other storages no larger than itself), that a reader broadcasts over at least
@@ -200,6 +217,7 @@ def store_if_needed(
             and row_local_readers(ctx, value)
         )
         and not one_expression(ctx, value)
+        and not window_elements(ctx, value)
     ) or (
         ctx.uses_left.get(value.name, 0) > 1
         and len(lowered.reads) > REALIZE_SHARED_READS

@@ -1,7 +1,8 @@
 """ATen pooling. 2-d max and average pooling are written with prims: windows are strided
-views (`as_strided`) of the padded input, reduced with amax/argmax (max pooling, whose
-indices point into each input plane) or sum; max pooling's backward scatters gradients back
-through the indices. Adaptive, 3-d and unpooling ops and im2col gather their windows through
+views (`as_strided`) of the padded input; max pooling searches each window with a chain of
+selects over its elements (large windows: amax/argmax), its indices pointing into each input
+plane, and its backward gathers each input's gradient from the windows that chose it (large
+windows: a scatter through the indices); average pooling sums. Adaptive, 3-d and unpooling ops and im2col gather their windows through
 static tables (see resampling.py) with other ATen ops, expanded by later rounds.
 """
 
@@ -85,6 +86,63 @@ def _batched(x: torch.Tensor) -> torch.Tensor:
     return prims.unsqueeze(x, 0) if x.dim() == 3 else x
 
 
+# Windows of at most this many elements are searched by a chain of selects over their elements
+# (each output a SIMD lane), and gradients gathered by each input from at most this many
+# windows; larger ones reduce with amax/argmax and scatter (torch.compile's limit too).
+_UNROLLED_WINDOW = 25
+
+
+def _first_in_input(out: int, s: int, p: int, d: int, device: torch.device) -> torch.Tensor | None:
+    """The first window offset along a dim that lies inside the input, for each output
+    (None where every window starts inside): where eager's window search starts."""
+    if p == 0:
+        return None
+    before = prims.iota(out, p, -s, dtype=torch.int64, device=device)
+    before = prims.maximum(before, scalar_like(0, before))
+    return prims.div(prims.add(before, scalar_like(d - 1, before)), scalar_like(d, before))
+
+
+def _window_search(
+    x: torch.Tensor, k: list[int], s: list[int], p: list[int], d: list[int], ceil_mode: bool
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """Each window's maximum and its offset, found as eager's kernel finds them: the elements
+    in order, an element taken when it is greater than the maximum so far or NaN (so the
+    last NaN wins and ties keep the first), from -inf at the first element inside the input.
+    One select chain per element: each output is a SIMD lane of the C++ and Triton loops,
+    where a reduction along the window left GCC with a scalar loop (its NaN-aware select)."""
+    n, c, h, w = x.shape
+    out = [_out_size(size, k[i], s[i], p[i], d[i], ceil_mode) for i, size in enumerate((h, w))]
+    high = [
+        max((out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 - (size + p[i]), 0)
+        for i, size in enumerate((h, w))
+    ]
+    padded = prims.pad(x, -math.inf, [0, 0, p[0], p[1]], [0, 0, high[0], high[1]], [0, 0, 0, 0])
+    hp, wp = padded.shape[2], padded.shape[3]
+    shape = [n, c, out[0], out[1]]
+    strides = [c * hp * wp, hp * wp, s[0] * wp, s[1]]
+    first = [_first_in_input(out[i], s[i], p[i], d[i], x.device) for i in range(2)]
+    offset = prims.full(shape, 0, dtype=torch.int64, device=x.device)
+    if first[0] is not None:
+        row = prims.broadcast_in_dim(first[0], shape, [2])
+        offset = prims.add(offset, prims.mul(row, scalar_like(k[1], row)))
+    if first[1] is not None:
+        offset = prims.add(offset, prims.broadcast_in_dim(first[1], shape, [3]))
+    best = prims.full(shape, -math.inf, dtype=x.dtype, device=x.device)
+    for ki in range(k[0]):
+        for kj in range(k[1]):
+            element = prims.as_strided(padded, shape, strides, ki * d[0] * wp + kj * d[1])
+            if ki == kj == 0 and first[0] is None and first[1] is None:
+                best = element  # taken unless -inf, which is the same maximum at offset 0
+                continue
+            # greater, or NaN: two selects, not one on the two masks' `|`, which GCC 12 did
+            # not vectorize where the elements are selects too (a ReLU before the pool)
+            greater, nan = prims.gt(element, best), prims.isnan(element)
+            here = scalar_like(ki * k[1] + kj, offset)
+            offset = prims.where(nan, here, prims.where(greater, here, offset))
+            best = prims.where(nan, element, prims.where(greater, element, best))
+    return best, offset, out
+
+
 @to_prims("aten::max_pool2d_with_indices.default")
 def _max_pool2d(
     x: torch.Tensor,
@@ -97,9 +155,12 @@ def _max_pool2d(
     k = _pair(kernel_size)
     s, p, d = _pair(stride, k), _pair(padding), _pair(dilation)
     xb = _batched(x)
-    windows, out = _windows(xb, -math.inf, k, s, p, d, ceil_mode)
-    values = prims.amax(windows, [4])
-    local = prims.argmax(windows, 4)
+    if k[0] * k[1] <= _UNROLLED_WINDOW:
+        values, local, out = _window_search(xb, k, s, p, d, ceil_mode)
+    else:
+        windows, out = _windows(xb, -math.inf, k, s, p, d, ceil_mode)
+        values = prims.amax(windows, [4])
+        local = prims.argmax(windows, 4)
     if k[0] * k[1] <= 127:
         # the window offset passes through int8, as torch.compile's low-memory pooling keeps
         # it: a training Graph that saves it for the backward saves 1 byte an output, not the
@@ -123,6 +184,48 @@ def _max_pool2d(
     return values, indices
 
 
+def _candidates(size: int, out: int, k: int, s: int, d: int, p: int) -> tuple[int, int]:
+    """How many windows along a dim may hold an input element (j), and the number of
+    stride-long blocks (q) the padded input is cut into: element q * s + r - p lies in the
+    windows q - j for j < that count."""
+    return -(-(d * (k - 1) + 1) // s), -(-(size + p) // s)
+
+
+def _gather_gradient(
+    grad: torch.Tensor, x: torch.Tensor, indices: torch.Tensor,
+    k: list[int], s: list[int], p: list[int], d: list[int],
+) -> torch.Tensor:  # fmt: skip
+    """Max pooling's input gradient gathered by each input element from the windows that
+    may hold it (those whose index names it), in the windows' order: the sums eager's
+    scatter makes, added in the same order, with no scatter and no zeroed buffer first."""
+    n, c, h, w = x.shape
+    out = [grad.shape[2], grad.shape[3]]
+    (jh, qh), (jw, qw) = (_candidates(size, out[i], k[i], s[i], d[i], p[i])
+                          for i, size in enumerate((h, w)))  # fmt: skip
+    qh, qw = max(qh, out[0]), max(qw, out[1])
+    low, high = [0, 0, jh - 1, jw - 1], [0, 0, qh - out[0], qw - out[1]]
+    none = [0, 0, 0, 0]
+    padded_grad = prims.pad(grad, 0.0, low, high, none)
+    padded_index = prims.pad(indices, -1, low, high, none)
+    blocks = [n, c, qh, s[0], qw, s[1]]
+    rows = prims.iota(qh * s[0], -p[0], 1, dtype=torch.int64, device=x.device)
+    cols = prims.iota(qw * s[1], -p[1], 1, dtype=torch.int64, device=x.device)
+    rows = prims.broadcast_in_dim(prims.reshape(rows, [qh, s[0]]), blocks, [2, 3])
+    cols = prims.broadcast_in_dim(prims.reshape(cols, [qw, s[1]]), blocks, [4, 5])
+    position = prims.add(prims.mul(rows, scalar_like(w, rows)), cols)
+    total = prims.full(blocks, 0, dtype=grad.dtype, device=grad.device)
+    for a in reversed(range(jh)):  # windows in eager's order: rows, then columns, ascending
+        for b in reversed(range(jw)):
+            start, limit = [0, 0, jh - 1 - a, jw - 1 - b], [n, c, jh - 1 - a + qh, jw - 1 - b + qw]
+            window_index = prims.slice(padded_index, start, limit)
+            window_grad = prims.slice(padded_grad, start, limit)
+            chose = prims.eq(prims.broadcast_in_dim(window_index, blocks, [0, 1, 2, 4]), position)
+            taken = prims.broadcast_in_dim(window_grad, blocks, [0, 1, 2, 4])
+            total = prims.add(total, prims.where(chose, taken, scalar_like(0, taken)))
+    plane = prims.reshape(total, [n, c, qh * s[0], qw * s[1]])
+    return prims.slice(plane, [0, 0, p[0], p[1]], [n, c, p[0] + h, p[1] + w])
+
+
 @to_prims("aten::max_pool2d_with_indices_backward.default")
 def _max_pool2d_backward(
     grad: torch.Tensor,
@@ -135,12 +238,19 @@ def _max_pool2d_backward(
     indices: torch.Tensor,
 ) -> torch.Tensor:
     xb, gb, ib = _batched(x), _batched(grad), _batched(indices)
+    k = _pair(kernel_size)
+    s, p, d = _pair(stride, k), _pair(padding), _pair(dilation)
     n, c, h, w = xb.shape
-    plane = gb.shape[2] * gb.shape[3]
-    zeros = prims.full([n, c, h * w], 0, dtype=grad.dtype, device=grad.device)
-    flat_grad = prims.reshape(gb, [n, c, plane])
-    flat_index = prims.reshape(ib, [n, c, plane])
-    result = prims.reshape(prims.scatter_add(zeros, 2, flat_index, flat_grad), list(xb.shape))
+    (jh, _), (jw, _) = (_candidates(size, gb.shape[2 + i], k[i], s[i], d[i], p[i])
+                        for i, size in enumerate((h, w)))  # fmt: skip
+    if jh * jw <= _UNROLLED_WINDOW:
+        result = _gather_gradient(gb, xb, ib, k, s, p, d)
+    else:
+        plane = gb.shape[2] * gb.shape[3]
+        zeros = prims.full([n, c, h * w], 0, dtype=grad.dtype, device=grad.device)
+        flat_grad = prims.reshape(gb, [n, c, plane])
+        flat_index = prims.reshape(ib, [n, c, plane])
+        result = prims.reshape(prims.scatter_add(zeros, 2, flat_index, flat_grad), list(xb.shape))
     return prims.squeeze(result, [0]) if x.dim() == 3 else result
 
 

@@ -215,25 +215,34 @@ class CppKernel(ValueScopes):
         )
 
     def _masked(self, node: BodyValue, names: dict[int, str]) -> str:
+        """A value under a mask, shared like any other op by what it computes: a pooling
+        window's element read by each step of its select chain is one tree per reader (its
+        lazy value inlined again), and each was a block of its own (a 3x3 window over a
+        padded map: 36 blocks where 9 compute every value)."""
         mask, inner, other = node.args
         assert isinstance(mask, BodyValue) and isinstance(inner, BodyValue)
         condition = self.value(mask, names)
+        key = ("masked", condition, structure(inner), operand_key(other), node.dtype,
+               id(node) in self.hoisted)  # fmt: skip
+        found = self.lookup(key)
+        if found is not None:
+            names[id(node)] = found
+            return found
+        result = self.fresh()
         if id(node) in self.hoisted:  # its loads read at offsets computed before the loop
             self.hoisting += 1
             try:
                 computed = self.value(inner, dict(names))
             finally:
                 self.hoisting -= 1
-            result = self.fresh()
             fallback = literal(other, node.dtype)
             self.line(f"{CPP_TYPES[node.dtype]} {result} = {condition} ? {computed} : {fallback};")
-            names[id(node)] = result
-            return result
-        result = self.fresh()
-        self.line(f"{CPP_TYPES[node.dtype]} {result} = {literal(other, node.dtype)};")
-        scoped = dict(names)
-        with self.block(f"if ({condition})"):
-            self.line(f"{result} = {self.value(inner, scoped)};")
+        else:
+            self.line(f"{CPP_TYPES[node.dtype]} {result} = {literal(other, node.dtype)};")
+            scoped = dict(names)
+            with self.block(f"if ({condition})"):
+                self.line(f"{result} = {self.value(inner, scoped)};")
+        self.scopes[-1][key] = result
         names[id(node)] = result
         return result
 

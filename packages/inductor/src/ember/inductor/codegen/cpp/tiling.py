@@ -116,8 +116,10 @@ def transposed_tile(cpp: CppKernel) -> int | None:
     before = index_var("x", len(kernel.outer) - 2)
     for member in kernel.members:
         for load in member.loads():
-            _, index, indirect = load.args
-            if indirect:
+            storage, index, indirect = load.args
+            # a buffer the kernel computes and keeps in a variable is no memory it reads
+            # (a max pool's select chain, its links NCHW buffers in a channels-last kernel)
+            if indirect or str(storage) in kernel.local_buffers:
                 continue
             assert isinstance(index, sympy.Expr)
             if sympy.diff(index, before) == 1 and sympy.diff(index, last) not in (0, 1):
