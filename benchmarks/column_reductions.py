@@ -13,7 +13,9 @@ other launch configurations: the r-loop's software-pipeline depth (`stages`, heu
 `COLUMN_LOOP_STAGES`) and the [XBLOCK, RBLOCK] tile and warps, so one run says which
 configuration heuristics.py should choose; `--column-programs 512,2048` also times ember with
 its column reductions split into other numbers of chunks (split_reduction's
-`COLUMN_PROGRAMS`). About a minute for the default shapes on an H100.
+`COLUMN_PROGRAMS`), `--persistent-limits 64` with chunks of ~100 rows looped instead of
+one tile (heuristics' `COLUMN_PERSISTENT_LIMIT`). About a minute for the default shapes on
+an H100.
 """
 
 from __future__ import annotations
@@ -58,25 +60,31 @@ def _inputs(
 
 
 def _ember(
-    fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], column_programs: int | None = None
+    fn: Callable[..., Any],
+    inputs: tuple[torch.Tensor, ...],
+    column_programs: int | None = None,
+    persistent_limit: int | None = None,
 ) -> tuple[Any, str]:
     """ember's compiled function and the generated Triton module's source. `column_programs`:
     split column reductions for about this many programs instead of split_reduction's
-    `COLUMN_PROGRAMS` (set for this compile only, in a fresh artifact cache)."""
+    `COLUMN_PROGRAMS`; `persistent_limit`: column rows up to this many are one tile instead of
+    heuristics' `COLUMN_PERSISTENT_LIMIT` (both set for this compile only, in a fresh
+    artifact cache)."""
     import ember.prims as prims
-    from ember.inductor.codegen.triton import TritonBackend
+    from ember.inductor.codegen.triton import TritonBackend, heuristics
     from ember.inductor.lowering import split_reduction
     from ember.inductor.pipeline import compile_graph
     from ember.runtime import ArtifactCache
 
     graph = prims.trace(fn, *inputs)
     cache = ArtifactCache(Path(tempfile.mkdtemp(prefix="ember-colred-")))
-    default = split_reduction.COLUMN_PROGRAMS
-    split_reduction.COLUMN_PROGRAMS = column_programs or default
+    defaults = split_reduction.COLUMN_PROGRAMS, heuristics.COLUMN_PERSISTENT_LIMIT
+    split_reduction.COLUMN_PROGRAMS = column_programs or defaults[0]
+    heuristics.COLUMN_PERSISTENT_LIMIT = persistent_limit or defaults[1]
     try:
         compiled = compile_graph(graph, inputs, backend=TritonBackend(), cache=cache)
     finally:
-        split_reduction.COLUMN_PROGRAMS = default
+        split_reduction.COLUMN_PROGRAMS, heuristics.COLUMN_PERSISTENT_LIMIT = defaults
     return compiled, compiled.module
 
 
@@ -182,6 +190,11 @@ def main() -> None:
         default="",
         help="also time ember with column reductions split for these program counts (512,2048)",
     )
+    parser.add_argument(
+        "--persistent-limits",
+        default="",
+        help="also time ember with column rows up to these counts in one tile (64: loop ~100)",
+    )
     # cpu: a smoke test under TRITON_INTERPRET=1 (torch.compile's C++, times meaningless)
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
@@ -212,7 +225,11 @@ def main() -> None:
             times: dict[str, float] = {}
             runs = [("tc", compiled_tc), ("ember", compiled_ember)]
             for programs in filter(None, args.column_programs.split(",")):
-                runs.append((f"ember split for {programs}", _ember(fn, inputs, int(programs))[0]))
+                compiled = _ember(fn, inputs, column_programs=int(programs))[0]
+                runs.append((f"ember split for {programs} programs", compiled))
+            for limit in filter(None, args.persistent_limits.split(",")):
+                compiled = _ember(fn, inputs, persistent_limit=int(limit))[0]
+                runs.append((f"ember persistent up to {limit} rows", compiled))
             for label, run in runs:
                 run(*inputs)
                 times[label] = bench(functools.partial(run, *inputs)) * 1e3
@@ -223,9 +240,8 @@ def main() -> None:
                 f"  {times['ember'] / times['tc']:5.2f}x",
                 flush=True,
             )
-            for run_label, micros in times.items():
-                if run_label.startswith("ember split"):
-                    print(f"    {run_label} programs: {micros:7.1f} us")
+            for run_label, micros in list(times.items())[2:]:
+                print(f"    {run_label}: {micros:7.1f} us")
             if not args.no_sweep:
                 sweeps.append(f"{label} {kind}")
                 sweeps += _sweep(source, maps[0].numel(), bench, args.device)
