@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from ember import prims
-from ember.inductor.codegen.triton import TritonBackend
+from ember.inductor.codegen.triton import TritonBackend, size_variants
 from ember.inductor.pipeline import compile_graph
 from ember.runtime import ArtifactCache
 
@@ -58,19 +58,24 @@ def traced(inputs: tuple[torch.Tensor, torch.Tensor]) -> prims.Graph:
     return graph
 
 
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> object:
+@pytest.fixture(scope="module", params=["specialized", "general"])
+def compiled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> object:
+    """The compiled attention; "general": generated with int32's limit at 50 elements, so
+    that every point here takes the general (int64) body."""
     pytest.importorskip("triton")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRITON_INTERPRET", "1")
+        if request.param == "general":
+            patch.setattr(size_variants, "INT32_SAFE", 50)
         first = _inputs(2, 8)
         graph = traced(first)
         cache = ArtifactCache(tmp_path_factory.mktemp("size_variants"))
         return compile_graph(graph, first, backend=TritonBackend(), cache=cache)
 
 
-# 16: the [., 16] tile; 48, 64: the [., 64] tile; 256: the full tile, all aligned; 4, 17,
-# 200: the general body; batch 3 is not a multiple of 16 (only the length's alignment counts)
+# specialized: 16 takes the [., 16] tile; 48, 64 the [., 64] tile; 256 the full tile, all
+# aligned; 4, 17, 200 the int32 body; batch 3 is not a multiple of 16 (only the length's
+# alignment counts)
 @pytest.mark.parametrize(
     ("batch", "length"), [(2, 16), (3, 48), (2, 64), (1, 256), (2, 4), (2, 17), (1, 200)]
 )
@@ -85,7 +90,7 @@ def test_every_body_matches_eager(
 _BUILD = """
 import json, sys
 import torch
-from ember.inductor.codegen.triton import TritonBackend
+from ember.inductor.codegen.triton import TritonBackend, size_variants
 from ember.inductor.config import InductorConfig
 from ember.inductor.pipeline import generate
 from ember.runtime import ArtifactCache

@@ -3,8 +3,8 @@
 A size passed as an argument hides what a static kernel's literals tell Triton: that a row
 starts at a multiple of 16 elements (so loads and stores are 16-byte vectors) and that every
 index fits int32. The GPT-2 softmax over a symbolic length loaded bf16 one element at a time,
-in int64, on tiles of the length's bound (256) at any length: 5-9x a static kernel's GPU time
-on the H100. A kernel with sizes therefore opens with branches on its sizes' run-time values:
+in int64 (sm_90 PTX: 17 int64 divisions a thread for its rows' coordinates), on tiles of the
+length's bound (256) at any length: 5-9x a static kernel's GPU time on the H100. A kernel with sizes therefore opens with branches on its sizes' run-time values:
 
     if (s1 % 16 == 0) & (<every extent> <= 2**30) & (s1 <= RBLOCK // 4):
         s1_k = (s1.to(tl.int32) // 16) * 16      # the same value, divisible by 16 to Triton
@@ -12,6 +12,9 @@ on the H100. A kernel with sizes therefore opens with branches on its sizes' run
         return
     if (s1 % 16 == 0) & (<every extent> <= 2**30):
         <the body, int32 indices, aligned sizes>
+        return
+    if <every extent> <= 2**30:
+        <the body, int32 indices>
         return
     <the general body, as before>
 
@@ -53,8 +56,9 @@ class Specialization:
 def plan(
     sizes: set[str], aligned: set[str], narrowable: bool, rblock: int | None
 ) -> list[Specialization]:
-    """The specialized bodies of a kernel with `sizes` (none without): the narrow tiles first
-    (tested first: the narrowest that holds the length), then the full tile."""
+    """The specialized bodies of a kernel with `sizes` (none without), in the order they are
+    tested: the narrow aligned tiles (the narrowest that holds the length), the full aligned
+    tile, then the full tile with int32 indices only (a length of 100)."""
     if not sizes:
         return []
     renames = {name: f"{name}_k" for name in sorted(sizes)}
@@ -62,7 +66,10 @@ def plan(
     divisors = [1]
     if narrowable and rblock is not None:
         divisors = [d for d in NARROW_FACTORS if rblock // d >= NARROWEST_RBLOCK] + divisors
-    return [Specialization(chosen, d, renames) for d in divisors]
+    specials = [Specialization(chosen, d, renames) for d in divisors]
+    if chosen:  # a length that is not a multiple of 16 still takes int32 indices
+        specials.append(Specialization(frozenset(), 1, renames))
+    return specials
 
 
 def condition(special: Specialization, limits: list[Expr], rnumel: Expr) -> str:
