@@ -80,6 +80,22 @@ def test_row_reductions_keep_one_stage() -> None:
     assert _stages(lambda a: a.sum(1), (x.t().contiguous(),)) == [1]
 
 
+def test_many_maps_load_fewer_blocks_ahead() -> None:
+    """Blocks loaded ahead take shared memory: 4 float32 maps ([64, 32] tiles, 32 KB a
+    stage) two stages, 12 maps none ahead (they would not fit a multiprocessor at three)."""
+
+    def column_sum(*maps: torch.Tensor) -> torch.Tensor:
+        total = maps[0]
+        for other in maps[1:]:
+            total = total + other
+        return total.sum(0)
+
+    generator = torch.Generator().manual_seed(0)
+    for count, stages in ((4, 2), (12, 1)):
+        maps = tuple(torch.randn(2049, 64, generator=generator) for _ in range(count))
+        assert _stages(column_sum, maps) == [stages], count
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_pipelined_column_reductions_equal_eager(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

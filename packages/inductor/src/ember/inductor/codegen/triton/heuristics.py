@@ -40,6 +40,10 @@ SHORT_COLUMN_PROGRAMS = 128  # programs a column reduction over short rows aims 
 # registers a thread on each multiprocessor: 16 KB in flight) ran at 1.2 TB/s on the H100,
 # 42 us for a 51 MB map, torch.compile's at 1.75 TB/s. Three stages: 40 KB in flight.
 COLUMN_LOOP_STAGES = 3
+# shared memory the blocks loaded ahead may take a program (fewer stages past it): a kernel
+# of many float32 maps would not fit a multiprocessor's 227 KB at three stages, and would
+# fail to launch
+STAGE_BYTES = 64 * 1024
 SIZE_HINT = 8192
 
 
@@ -90,7 +94,8 @@ def choose_tiling(kernel: Kernel, program: Program) -> Tiling:
         return Tiling(True, _short_columns(xnumel, bound) if column else _persistent(xnumel, bound))
     if column and _small_column(xnumel, rnumel_expr):
         return Tiling(True, _persistent_column(xnumel, rnumel))
-    return Tiling(False, _looped(xnumel, rnumel, column), COLUMN_LOOP_STAGES if column else 1)
+    configs = _looped(xnumel, rnumel, column)
+    return Tiling(False, configs, _loop_stages(kernel, program, configs) if column else 1)
 
 
 def _pointwise(xnumel: int) -> list[Config]:
@@ -156,6 +161,28 @@ def _looped(xnumel: int, rnumel: int, column: bool) -> list[Config]:
         default = Config(xblock, 1024 if rnumel >= 2048 else 512, 8)
         candidates = [Config(1, 2048, 8), Config(1, 512, 4), Config(4, 256, 4), Config(8, 128, 4)]
     return _unique([default, *candidates])
+
+
+def _loop_stages(kernel: Kernel, program: Program, configs: list[Config]) -> int:
+    """`COLUMN_LOOP_STAGES`, fewer where the r-blocks loaded ahead of the default tile
+    would take more than `STAGE_BYTES` of shared memory (1: none ahead). The candidates of
+    `max-autotune` tile at most twice the default: under 227 KB still."""
+    reduced = {index_var("r", k) for k in range(len(kernel.inner))}
+    outputs = {index_var("x", k) for k in range(len(kernel.outer))}
+    block = configs[0].rblock or 1
+    tile = configs[0].xblock * block
+    per_stage = 0
+    seen: set[tuple[str, str]] = set()
+    for member in kernel.members:
+        for load in member.loads():
+            storage, index = str(load.args[0]), sympy.sympify(load.args[1])
+            if (storage, str(index)) in seen or not index.free_symbols & reduced:
+                continue  # loaded once per program, not per r-block
+            seen.add((storage, str(index)))
+            points = tile if index.free_symbols & outputs else block
+            per_stage += points * program.storages[storage].dtype.itemsize
+    stages = min(COLUMN_LOOP_STAGES, STAGE_BYTES // max(per_stage, 1))
+    return stages if stages >= 2 else 1
 
 
 def _column_reduction(kernel: Kernel) -> bool:
