@@ -166,7 +166,10 @@ def _looped(xnumel: int, rnumel: int, column: bool) -> list[Config]:
 def _loop_stages(kernel: Kernel, program: Program, configs: list[Config]) -> int:
     """`COLUMN_LOOP_STAGES`, fewer where the r-blocks loaded ahead of the default tile
     would take more than `STAGE_BYTES` of shared memory (1: none ahead). The candidates of
-    `max-autotune` tile at most twice the default: under 227 KB still."""
+    `max-autotune` tile at most twice the default: under 227 KB still. A kernel that loads
+    what it stores loads as before: a block loaded ahead would pass the barrier that orders
+    an earlier loop's stores before a later loop's loads."""
+    written = {member.node.storage for member in kernel.members} - set(kernel.local_buffers)
     reduced = {index_var("r", k) for k in range(len(kernel.inner))}
     outputs = {index_var("x", k) for k in range(len(kernel.outer))}
     block = configs[0].rblock or 1
@@ -178,6 +181,8 @@ def _loop_stages(kernel: Kernel, program: Program, configs: list[Config]) -> int
             storage, index = str(load.args[0]), sympy.sympify(load.args[1])
             if (storage, str(index)) in seen or not index.free_symbols & reduced:
                 continue  # loaded once per program, not per r-block
+            if storage in written:
+                return 1
             seen.add((storage, str(index)))
             points = tile if index.free_symbols & outputs else block
             per_stage += points * program.storages[storage].dtype.itemsize
