@@ -150,12 +150,13 @@ def _sweep(
         variants.append((64, 16, 8, 4))
     modules: dict[int, Any] = {}
     timed: list[tuple[float, str]] = []
+    arguments: list[torch.Tensor] = []
     for xblock, rblock, warps, stages in variants:
         module = modules.get(stages)
         if module is None:
             module = modules[stages] = _import(_with_stages(source, stages))
         kernel = getattr(module, name)
-        arguments = _arguments(module, name, max(maps_numel, xnumel), device)
+        arguments = arguments or _arguments(module, name, max(maps_numel, xnumel), device)
         if rblock is None:
             found = re.search(r"RBLOCK': (\d+)", str(module.KERNELS[name]["configs"][0]))
             rblock = int(found.group(1)) if found else 128
