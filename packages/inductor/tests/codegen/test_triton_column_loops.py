@@ -13,7 +13,12 @@ import pytest
 import torch
 
 import ember.prims as prims
-from ember.inductor.codegen.triton.heuristics import COLUMN_LOOP_STAGES, choose_tiling, reduces
+from ember.inductor.codegen.triton.heuristics import (
+    COLUMN_LOOP_STAGES,
+    COLUMN_SHORT_LOOP,
+    choose_tiling,
+    reduces,
+)
 from ember.inductor.lowering.graph_lowering import lower_graph
 from ember.inductor.pipeline import DECOMPOSITIONS, compile_graph
 from ember.inductor.scheduler.fusion import Kernel, schedule
@@ -72,6 +77,28 @@ def _stages(fn: Any, inputs: tuple[torch.Tensor, ...]) -> list[int]:
 def test_looped_column_reductions_load_ahead(name: str) -> None:
     fn, make_inputs = CASES[name]
     assert set(_stages(fn, make_inputs())) == {COLUMN_LOOP_STAGES}
+
+
+def _tiles(fn: Any, inputs: tuple[torch.Tensor, ...]) -> list[tuple[int, int, int]]:
+    from ember.inductor.codegen.triton import TritonBackend
+
+    graph = decompose(prims.trace(fn, *inputs), DECOMPOSITIONS)
+    program = lower_graph(graph, TritonBackend().dtypes)
+    kernels = [k for k in schedule(program, "triton") if isinstance(k, Kernel) and reduces(k)]
+    tilings = [choose_tiling(kernel, program) for kernel in kernels]
+    return [
+        (t.configs[0].xblock, t.configs[0].rblock or 0, t.configs[0].num_warps) for t in tilings
+    ]
+
+
+def test_short_column_loops_take_narrow_tiles_and_long_ones_keep_theirs() -> None:
+    """A looped column reduction over at most COLUMN_SHORT_LOOP rows (a split's chunk of a
+    batch-norm map) runs [64, 8] tiles of 4 warps, the H100 sweep's best; a longer loop keeps
+    [64, 32] of 8 (each lane's float32 chain no longer than before)."""
+    generator = torch.Generator().manual_seed(0)
+    short = torch.randn(COLUMN_SHORT_LOOP - 100, 4096, generator=generator)
+    assert _tiles(lambda x: x.sum(0), (short,)) == [(64, 8, 4)]
+    assert _tiles(lambda x: x.sum(0), _rows()) == [(64, 32, 8)]
 
 
 def test_row_reductions_keep_one_stage() -> None:

@@ -40,6 +40,7 @@ SHORT_COLUMN_PROGRAMS = 128  # programs a column reduction over short rows aims 
 # registers a thread on each multiprocessor: 16 KB in flight) ran at 1.2 TB/s on the H100,
 # 42 us for a 51 MB map, torch.compile's at 1.75 TB/s. Three stages: 40 KB in flight.
 COLUMN_LOOP_STAGES = 3
+COLUMN_SHORT_LOOP = 512  # rows a looped column reduction takes in [64, 8] tiles, at most
 # shared memory the blocks loaded ahead may take a program (fewer stages past it): a kernel
 # of many float32 maps would not fit a multiprocessor's 227 KB at three stages, and would
 # fail to launch
@@ -154,8 +155,14 @@ def _persistent_column(xnumel: int, rnumel: int) -> list[Config]:
 
 def _looped(xnumel: int, rnumel: int, column: bool) -> list[Config]:
     if column:
-        default = Config(64, 32, 8)
-        candidates = [Config(32, 64, 8), Config(128, 16, 8), Config(64, 64, 8), Config(16, 128, 4)]
+        # Over a split's chunks (a few hundred rows), [64, 8] with 4 warps and the r-blocks
+        # loaded ahead: the fastest of benchmarks.column_reductions' sweep on the H100 for
+        # every batch-norm statistic and sum it timed (1.11-1.37x the [64, 32] tile with 8
+        # warps; docs/perf/gpu-kernels.md). Longer loops keep [64, 32]: each lane's float32
+        # chain of rnumel / RBLOCK additions stays as short as before.
+        short = Config(64, 8, 4)
+        default = short if rnumel <= COLUMN_SHORT_LOOP else Config(64, 32, 8)
+        candidates = [short, Config(64, 32, 8), Config(32, 64, 8), Config(128, 16, 8)]
     else:
         xblock = 1 if xnumel >= 256 or rnumel >= 8192 else 2
         default = Config(xblock, 1024 if rnumel >= 2048 else 512, 8)
