@@ -10,6 +10,7 @@ window argmax as a reduction, and the scatter through the indices, were scalar l
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -18,9 +19,12 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import ember.prims as prims
+from ember.inductor.config import InductorConfig
 from ember.inductor.pipeline import compile_graph
+from ember.prims.config import load
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -112,23 +116,25 @@ def test_overlapping_windows_add_gradients_in_eager_order() -> None:
     _same(ours(grad, x, indices), expected)
 
 
-def _normalized_pool(x: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """small_cnn's stage: a batch-normalized map through a ReLU, a 2x2 max pool."""
-    y = torch.relu(x * scale + 1)
-    return aten.max_pool2d_with_indices(y, [2, 2], [2, 2])
+def _normalized_pool(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """small_cnn's stage in its training forward: a convolution, normalized, a ReLU, a 2x2 max
+    pool (the backward finds the windows' offsets again)."""
+    y = torch.relu(F.conv2d(x, weight, padding=1) * scale + 1)
+    return aten.max_pool2d_with_indices(y, [2, 2], [2, 2])[0]
 
 
 def _normalized_pool_backward(
-    grad: torch.Tensor, x: torch.Tensor, scale: torch.Tensor
+    grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor
 ) -> torch.Tensor:
-    """small_cnn's backward through its pool: the window argmax found again from the
-    normalized map, the gradient gathered through it and masked by the ReLU."""
-    y = torch.relu(x * scale + 1)
+    """small_cnn's backward through its pool: the window offsets found again from the
+    normalized map, the gradient gathered through them and masked by the ReLU."""
+    y = torch.relu(F.conv2d(x, weight, padding=1) * scale + 1)
     _, indices = aten.max_pool2d_with_indices(y, [2, 2], [2, 2])
     gathered = aten.max_pool2d_with_indices_backward(
         grad, y, [2, 2], [2, 2], [0, 0], [1, 1], False, indices
     )
-    return aten.threshold_backward(gathered, y, 0)
+    masked = aten.threshold_backward(gathered, y, 0)
+    return masked.contiguous(memory_format=torch.channels_last)  # what the convolution reads
 
 
 @needs_compiler
@@ -136,19 +142,23 @@ def test_the_window_search_and_the_gradient_gather_are_vectorized_loops(tmp_path
     """Every kernel of a channels-last normalized pool and of its backward is a loop GCC
     vectorizes. The window argmax as one select on `greater | NaN` was scalar ("no vectype")
     where the elements are ReLU selects; the scatter-add of the gradient was scalar. (In
-    NCHW the gather's SIMD loop runs along a row, loading each window's index at w // 2: GCC
-    leaves it scalar.)"""
+    NCHW the gather's SIMD loop runs along a row, loading each window's offset at w // 2:
+    GCC leaves it scalar.)"""
     generator = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 16, 12, 12, generator=generator)
+    x = torch.randn(2, 8, 12, 12, generator=generator)
     x = x.contiguous(memory_format=torch.channels_last)
+    weight = torch.randn(16, 8, 3, 3, generator=generator) / 8
     scale = torch.rand(1, 16, 1, 1, generator=generator) + 0.5
     grad = torch.randn(2, 16, 6, 6, generator=generator)
+    grad = grad.contiguous(memory_format=torch.channels_last)
     cases: list[tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = [
-        (_normalized_pool, (x, scale)),
-        (_normalized_pool_backward, (grad, x, scale)),
+        (_normalized_pool, (x, weight, scale)),
+        (_normalized_pool_backward, (grad, x, weight, scale)),
     ]
+    # channels-last as the pipeline lays out a convolutional model out (`channels_last`)
+    config = dataclasses.replace(load(InductorConfig), layout_optimization="channels_last")
     for fn, inputs in cases:
-        compiled = compile_graph(prims.trace(fn, *inputs), inputs)
+        compiled = compile_graph(prims.trace(fn, *inputs), inputs, config=config)
         torch.testing.assert_close(compiled(*inputs), fn(*inputs))  # x * scale + 1: an FMA
         module = compiled.module
         assert vectorized_loops(module, tmp_path) >= module.count('extern "C"')

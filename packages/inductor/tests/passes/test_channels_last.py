@@ -185,9 +185,10 @@ def test_training_saves_channels_last_and_gradients_equal_eager() -> None:
     torch.testing.assert_close(ours, theirs)
     activations = [t for t in saved if t.dim() == 4 and t.shape[1] > 1 and t.shape[2] > 1]
     nhwc = [t for t in activations if t.is_contiguous(memory_format=torch.channels_last)]
-    # the three convolutions' outputs (max pooling saves no int64 indices any more: its
-    # backward finds each window's maximum again, `passes/joint_decompositions.py`)
-    assert len(nhwc) >= 3 and all(not t.is_contiguous() for t in nhwc)
+    # convolutions' outputs (max pooling saves no int64 indices any more: its backward finds
+    # each window's maximum again, `passes/joint_decompositions.py`; its windows searched by
+    # selects, the cut recomputes the pooled map from the stem's output too)
+    assert len(nhwc) >= 2 and all(not t.is_contiguous() for t in nhwc)
     ours.square().sum().backward()
     theirs.square().sum().backward()
     _assert_trained_alike(twin, model)

@@ -166,6 +166,17 @@ def window_elements(ctx: LoweringContext, value: Value) -> bool:
     return bool(readers)
 
 
+def window_element(ctx: LoweringContext, node: Node, value: Value) -> bool:
+    """Whether `value` is one such window element (an `as_strided` view) that only
+    elementwise prims read. Each reader inlines it again and the kernel shares the equal
+    expressions; stored, ResNet's stem wrote its padded map once for each of the 9 elements
+    of its 3x3 windows (as_strided's realized base) and read them back."""
+    if node.target != "prims::as_strided":
+        return False
+    readers = ctx.readers.get(value.name, [])
+    return all(getattr(resolve_op(r.target), "family", None) == "elementwise" for r in readers)
+
+
 def broadcast_statistic(ctx: LoweringContext, value: Value, lowered: Lazy, cost: int) -> bool:
     """Whether `lowered` is a costly value of few elements, computed from reductions' results
     (and other storages no larger than itself), that a reader broadcasts over at least
@@ -224,7 +235,7 @@ def store_if_needed(
         and whole_reads(lowered) > REALIZE_SHARED_READS
         and not one_expression(ctx, value)
     )
-    shared = shared and not expands(ctx, lowered)
+    shared = shared and not expands(ctx, lowered) and not window_element(ctx, node, value)
     if shared and value.name not in ctx.force_realize:
         narrow = narrow_upcast(node, args, lowered)
         if narrow is not None:

@@ -105,11 +105,13 @@ def _first_in_input(out: int, s: int, p: int, d: int, device: torch.device) -> t
 def _window_search(
     x: torch.Tensor, k: list[int], s: list[int], p: list[int], d: list[int], ceil_mode: bool
 ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """Each window's maximum and its offset, found as eager's kernel finds them: the elements
-    in order, an element taken when it is greater than the maximum so far or NaN (so the
-    last NaN wins and ties keep the first), from -inf at the first element inside the input.
-    One select chain per element: each output is a SIMD lane of the C++ and Triton loops,
-    where a reduction along the window left GCC with a scalar loop (its NaN-aware select)."""
+    """Each window's maximum and its offset as eager's kernel finds them: the elements in
+    order, one taken when greater than the maximum so far or NaN, from -inf at the first
+    element inside the input. So the offset is the last NaN's, else the first element equal
+    to the maximum, else (all -inf) the first inside. Select chains over the elements, each
+    output a SIMD lane of the C++ and Triton loops, each select's mask read once (a mask two
+    chains share was stored: ResNet's stem wrote 18 byte masks an output); a reduction along
+    the window left GCC with a scalar loop (its NaN-aware select)."""
     n, c, h, w = x.shape
     out = [_out_size(size, k[i], s[i], p[i], d[i], ceil_mode) for i, size in enumerate((h, w))]
     high = [
@@ -120,26 +122,33 @@ def _window_search(
     hp, wp = padded.shape[2], padded.shape[3]
     shape = [n, c, out[0], out[1]]
     strides = [c * hp * wp, hp * wp, s[0] * wp, s[1]]
+    elements = [
+        prims.as_strided(padded, shape, strides, ki * d[0] * wp + kj * d[1])
+        for ki in range(k[0])
+        for kj in range(k[1])
+    ]
+    best = elements[0]  # -inf (padding or not) is the maximum of no element
+    for element in elements[1:]:
+        # greater, or NaN: two selects, not one on the two masks' `|`, which GCC 12 did not
+        # vectorize where the elements are selects too (a ReLU before the pool)
+        greater = prims.where(prims.gt(element, best), element, best)
+        best = prims.where(prims.isnan(element), element, greater)
+    offset = prims.full(shape, len(elements) - 1, dtype=torch.int64, device=x.device)
+    for position in reversed(range(len(elements) - 1)):  # the first equal to the maximum
+        here = scalar_like(position, offset)
+        offset = prims.where(prims.eq(elements[position], best), here, offset)
     first = [_first_in_input(out[i], s[i], p[i], d[i], x.device) for i in range(2)]
-    offset = prims.full(shape, 0, dtype=torch.int64, device=x.device)
-    if first[0] is not None:
-        row = prims.broadcast_in_dim(first[0], shape, [2])
-        offset = prims.add(offset, prims.mul(row, scalar_like(k[1], row)))
-    if first[1] is not None:
-        offset = prims.add(offset, prims.broadcast_in_dim(first[1], shape, [3]))
-    best = prims.full(shape, -math.inf, dtype=x.dtype, device=x.device)
-    for ki in range(k[0]):
-        for kj in range(k[1]):
-            element = prims.as_strided(padded, shape, strides, ki * d[0] * wp + kj * d[1])
-            if ki == kj == 0 and first[0] is None and first[1] is None:
-                best = element  # taken unless -inf, which is the same maximum at offset 0
-                continue
-            # greater, or NaN: two selects, not one on the two masks' `|`, which GCC 12 did
-            # not vectorize where the elements are selects too (a ReLU before the pool)
-            greater, nan = prims.gt(element, best), prims.isnan(element)
-            here = scalar_like(ki * k[1] + kj, offset)
-            offset = prims.where(nan, here, prims.where(greater, here, offset))
-            best = prims.where(nan, element, prims.where(greater, element, best))
+    if first[0] is not None or first[1] is not None:  # all -inf: the first inside
+        inside = prims.full(shape, 0, dtype=torch.int64, device=x.device)
+        if first[0] is not None:
+            row = prims.broadcast_in_dim(first[0], shape, [2])
+            inside = prims.add(inside, prims.mul(row, scalar_like(k[1], row)))
+        if first[1] is not None:
+            inside = prims.add(inside, prims.broadcast_in_dim(first[1], shape, [3]))
+        offset = prims.where(prims.eq(best, scalar_like(-math.inf, best)), inside, offset)
+    for position, element in enumerate(elements):  # the last NaN
+        here = scalar_like(position, offset)
+        offset = prims.where(prims.isnan(element), here, offset)
     return best, offset, out
 
 
@@ -167,8 +176,10 @@ def _max_pool2d(
         # 8 of the flat index it computes again (ResNet-50's stem: 6 MB instead of 51 MB)
         local = prims.convert_element_type(prims.convert_element_type(local, torch.int8),
                                            torch.int64)  # fmt: skip
+    # the offset is never negative: truncating division, and the column without a remainder
+    # (its C++ select beside the gather's masks left GCC with a scalar loop)
     ki = prims.div(local, scalar_like(k[1], local))
-    kj = prims.remainder(local, scalar_like(k[1], local))
+    kj = prims.sub(local, prims.mul(ki, scalar_like(k[1], ki)))
     shape = list(local.shape)
     oh = prims.broadcast_in_dim(
         prims.iota(out[0], 0, s[0], dtype=torch.int64, device=x.device), shape, [2]

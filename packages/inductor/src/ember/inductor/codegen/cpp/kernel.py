@@ -73,6 +73,10 @@ class CppKernel(ValueScopes):
         # and by id of the load its offset variable and the SIMD part of its index
         self.hoisted: set[int] = set()
         self.offsets: dict[int, tuple[str, Expr]] = {}
+        # hoisted masked loads read through a pointer chosen before the loop (the storage
+        # where the mask is on, an array of the fill value where off), by id of the masked
+        # value: the pointer and the SIMD loop's variable
+        self.sources: dict[int, tuple[str, str]] = {}
         self.hoisting = 0  # how many hoisted masked values are being emitted
         self.row_loops = 0  # how many loops over the reduction dims are being emitted
         self.serial = False  # known to open no parallel region: accumulations need no atomics
@@ -229,7 +233,10 @@ class CppKernel(ValueScopes):
             names[id(node)] = found
             return found
         result = self.fresh()
-        if id(node) in self.hoisted:  # its loads read at offsets computed before the loop
+        source = self.sources.get(id(node))
+        if source is not None:
+            self.line(f"{CPP_TYPES[node.dtype]} {result} = {source[0]}[{source[1]}];")
+        elif id(node) in self.hoisted:  # its loads read at offsets computed before the loop
             self.hoisting += 1
             try:
                 computed = self.value(inner, dict(names))
@@ -687,10 +694,31 @@ def hoist_window_masks(writer: CppKernel, variable: sympy.Symbol, size: Expr) ->
     """Emit, before the SIMD loop over `variable`, each window mask and its loads' offsets
     (`mask ? index - the terms in variable : 0`); `_masked` and the loads use them."""
     made: dict[str, str] = {}  # offsets by their expression
+    fills: dict[str, str] = {}  # fill arrays by their literal
     for masked, loads in _window_masks(writer.kernel, writer.program, variable, size):
         mask = masked.args[0]
         assert isinstance(mask, BodyValue)
         condition = writer.value(mask, {})
+        if _loaded_alone(writer, masked, loads, variable, size):
+            # `mask ? load : fill` as a load through a pointer chosen here: GCC 12 vectorized
+            # no loop comparing two such selects on an invariant mask ("no vectype"), as a
+            # max pool's window search over a stored map does (ResNet's stem, backward)
+            dtype, fill = masked.dtype, literal(masked.args[2], masked.dtype)
+            cpp = CPP_TYPES[dtype]
+            array = fills.get(fill)
+            if array is None:
+                array = fills[fill] = writer.fresh("fill")
+                values = ", ".join([fill] * int(sympy.sympify(size)))
+                writer.line(f"static const {cpp} {array}[{writer.size(size)}] = {{{values}}};")
+            storage, _, rest = loads[0]
+            name = str(storage.args[0])
+            writer.storages[name] = None
+            pointer = writer.fresh("src")
+            place = f"{name} + {writer.index(rest)}"
+            writer.line(f"const {cpp}* {pointer} = {condition} ? {place} : {array};")
+            writer.sources[id(masked)] = (pointer, writer.index(variable))
+            writer.hoisted.add(id(masked))
+            continue
         for load, along, rest in loads:
             line = f"{condition} ? {writer.index(rest)} : 0L"
             offset = made.get(line)
@@ -699,3 +727,32 @@ def hoist_window_masks(writer: CppKernel, variable: sympy.Symbol, size: Expr) ->
                 writer.line(f"int64_t {offset} = {line};")
             writer.offsets[id(load)] = (offset, along)
         writer.hoisted.add(id(masked))
+
+
+# Longest SIMD loop whose masked loads read through a pointer to a fill array when off.
+MAX_FILL = 4096
+
+
+def _loaded_alone(
+    writer: CppKernel,
+    masked: BodyValue,
+    loads: list[tuple[BodyValue, Expr, Expr]],
+    variable: sympy.Symbol,
+    size: Expr,
+) -> bool:
+    """Whether `masked` is a single load, contiguous along `variable`, of a float storage of
+    its own dtype that the kernel reads from memory."""
+    inner = masked.args[1]
+    extent = sympy.sympify(size)
+    if len(loads) != 1 or loads[0][0] is not inner or loads[0][1] != variable:
+        return False
+    if not extent.is_Integer or int(extent) > MAX_FILL:
+        return False
+    name = str(inner.args[0])
+    storage = writer.program.storages.get(name)
+    return (
+        masked.dtype in (torch.float32, torch.float64)
+        and storage is not None
+        and storage.dtype == masked.dtype
+        and name not in writer.kernel.local_buffers
+    )
