@@ -202,6 +202,14 @@ def _candidates(size: int, out: int, k: int, s: int, d: int, p: int) -> tuple[in
     return -(-(d * (k - 1) + 1) // s), -(-(size + p) // s)
 
 
+def _shifted(x: torch.Tensor, fill: float, a: int, b: int, qh: int, qw: int) -> torch.Tensor:
+    """[N, C, qh, qw]: x[..., q - a, r - b], `fill` where that lies outside x."""
+    n, c, oh, ow = x.shape
+    padded = prims.pad(x, fill, [0, 0, a, b], [0, 0, max(qh - a - oh, 0), max(qw - b - ow, 0)],
+                       [0, 0, 0, 0])  # fmt: skip
+    return prims.slice(padded, [0, 0, 0, 0], [n, c, qh, qw])
+
+
 def _gather_gradient(
     grad: torch.Tensor, x: torch.Tensor, indices: torch.Tensor,
     k: list[int], s: list[int], p: list[int], d: list[int],
@@ -214,10 +222,6 @@ def _gather_gradient(
     (jh, qh), (jw, qw) = (_candidates(size, out[i], k[i], s[i], d[i], p[i])
                           for i, size in enumerate((h, w)))  # fmt: skip
     qh, qw = max(qh, out[0]), max(qw, out[1])
-    low, high = [0, 0, jh - 1, jw - 1], [0, 0, qh - out[0], qw - out[1]]
-    none = [0, 0, 0, 0]
-    padded_grad = prims.pad(grad, 0.0, low, high, none)
-    padded_index = prims.pad(indices, -1, low, high, none)
     blocks = [n, c, qh, s[0], qw, s[1]]
     rows = prims.iota(qh * s[0], -p[0], 1, dtype=torch.int64, device=x.device)
     cols = prims.iota(qw * s[1], -p[1], 1, dtype=torch.int64, device=x.device)
@@ -227,9 +231,11 @@ def _gather_gradient(
     total = prims.full(blocks, 0, dtype=grad.dtype, device=grad.device)
     for a in reversed(range(jh)):  # windows in eager's order: rows, then columns, ascending
         for b in reversed(range(jw)):
-            start, limit = [0, 0, jh - 1 - a, jw - 1 - b], [n, c, jh - 1 - a + qh, jw - 1 - b + qw]
-            window_index = prims.slice(padded_index, start, limit)
-            window_grad = prims.slice(padded_grad, start, limit)
+            # window q - a of each block q: a pad of its own for each (a, b) (one padded
+            # index shared by the windows, a view, was stored NCHW in channels-last models;
+            # shared now are the indices, stored as the layout pass places them)
+            window_index = _shifted(indices, -1, a, b, qh, qw)
+            window_grad = _shifted(grad, 0.0, a, b, qh, qw)
             chose = prims.eq(prims.broadcast_in_dim(window_index, blocks, [0, 1, 2, 4]), position)
             taken = prims.broadcast_in_dim(window_grad, blocks, [0, 1, 2, 4])
             total = prims.add(total, prims.where(chose, taken, scalar_like(0, taken)))

@@ -740,8 +740,8 @@ def _loaded_alone(
     variable: sympy.Symbol,
     size: Expr,
 ) -> bool:
-    """Whether `masked` is a single load, contiguous along `variable`, of a float storage of
-    its own dtype that the kernel reads from memory."""
+    """Whether `masked` is a single load, contiguous along `variable`, of a 32- or 64-bit
+    storage of its own dtype that the kernel reads from memory."""
     inner = masked.args[1]
     extent = sympy.sympify(size)
     if len(loads) != 1 or loads[0][0] is not inner or loads[0][1] != variable:
@@ -751,7 +751,7 @@ def _loaded_alone(
     name = str(inner.args[0])
     storage = writer.program.storages.get(name)
     return (
-        masked.dtype in (torch.float32, torch.float64)
+        masked.dtype in (torch.float32, torch.float64, torch.int32, torch.int64)
         and storage is not None
         and storage.dtype == masked.dtype
         and name not in writer.kernel.local_buffers
