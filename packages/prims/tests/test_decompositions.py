@@ -314,3 +314,21 @@ def test_a_view_that_exists_at_some_symbolic_sizes_is_no_view() -> None:
     assert view_strides([2, n], [8, 1], [2 * n], decide) is None
     assert view_strides([2, n], [n, 1], [2 * n], decide) == [1]
     assert not env.guards
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_max_pooling_searches_windows_element_by_element_on_the_cpu_only(device: str) -> None:
+    # the select chain is for the C++ loops (each output a SIMD lane); inductor's Triton
+    # kernels recomputed the pooled map in each window element of the chain (ResNet-50's stem
+    # pool: 1.32 ms on the H100), so other devices keep the window reduction and the scatter
+    def fn(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        values, indices = torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])
+        return torch.ops.aten.max_pool2d_with_indices_backward(
+            g, x, [3, 3], [2, 2], [1, 1], [1, 1], False, indices
+        )
+
+    x = torch.randn(2, 4, 9, 9, device=device)
+    graph = decompose(trace(fn, x, torch.randn(2, 4, 5, 5, device=device)), PRIM_DECOMPOSITIONS)
+    targets = {node.target for node in graph.nodes}
+    reduced = {"prims::argmax", "prims::scatter_add"} <= targets
+    assert reduced == (device != "cpu"), sorted(targets)
