@@ -322,7 +322,7 @@ def test_max_pooling_searches_windows_element_by_element_on_the_cpu_only(device:
     # kernels recomputed the pooled map in each window element of the chain (ResNet-50's stem
     # pool: 1.32 ms on the H100), so other devices keep the window reduction and the scatter
     def fn(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        values, indices = torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])
+        _values, indices = torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])
         return torch.ops.aten.max_pool2d_with_indices_backward(
             g, x, [3, 3], [2, 2], [1, 1], [1, 1], False, indices
         )
