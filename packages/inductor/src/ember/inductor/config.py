@@ -25,6 +25,14 @@ class InductorConfig:
         "(for debugging and for measuring what fusion buys).",
         cache_key=True,
     )
+    mixed_order_reductions: bool = setting(
+        True,
+        env="EMBER_INDUCTOR_MIXED_ORDER_REDUCTIONS",
+        help="Compute a split column sum (a norm's weight gradient) inside the row reduction "
+        "that reads the same maps, on backends that can (scheduler/mixed_order_reductions.py); "
+        "off keeps the two kernels.",
+        cache_key=True,
+    )
     max_autotune: bool = setting(
         False,
         env="EMBER_INDUCTOR_MAX_AUTOTUNE",

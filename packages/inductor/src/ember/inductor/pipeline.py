@@ -2,7 +2,8 @@
 
     bind_symbols → decompose → pad_matmuls → float32_matmuls
     → eliminate_common_subexpressions → eliminate_dead_code → lower → schedule
-    → gemm_templates (max-autotune) → check_bounds → generate → plan_memory → load
+    → mixed_order_reductions → gemm_templates (max-autotune) → check_bounds → generate
+    → plan_memory → load
 
 The pass names are the names used in logs. A compiled graph (wrapper and module source) is
 cached under a key of the serialized Graph, the config and the versions; its shared library
@@ -28,6 +29,7 @@ import torch
 from ember.inductor.codegen.backend import (
     CHANNELS_LAST_CONVOLUTIONS,
     CHANNELS_LAST_DEPTHWISE,
+    MIXED_ORDER_REDUCTIONS,
     ONE_REDUCTION_DIRECTION,
     CodegenBackend,
     KernelSource,
@@ -59,6 +61,7 @@ from ember.inductor.passes.float32_matmuls import float32_matmuls
 from ember.inductor.passes.pad_matmuls import pad_matmuls
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode, schedule
 from ember.inductor.scheduler.memory_planning import plan_memory
+from ember.inductor.scheduler.mixed_order_reductions import combine_mixed_order_reductions
 from ember.inductor.templates.gemm import use_gemm_templates
 from ember.prims import Graph, Ref, TensorSpec, resolve_op
 from ember.prims.config import cache_key, load
@@ -205,6 +208,11 @@ def generate(
     )
     program.size_ranges = _size_ranges(graph)
     scheduled: list[ScheduledNode] = timed("schedule", _schedule, program, config, backend)
+    if config.fusion and config.mixed_order_reductions:
+        if MIXED_ORDER_REDUCTIONS in backend.capabilities:
+            scheduled = timed(
+                "mixed_order_reductions", combine_mixed_order_reductions, program, scheduled
+            )
     if config.gemm_templates and "gemm_templates" in backend.capabilities:
         scheduled = timed("gemm_templates", use_gemm_templates, program, scheduled)
     if config.check_bounds:

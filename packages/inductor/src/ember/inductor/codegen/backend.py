@@ -57,6 +57,9 @@ CHANNELS_LAST_DEPTHWISE = "channels_last_depthwise"
 # coincidence of sizes (BERT's 128 tokens x 128 features), the column sums ran as strided
 # scalar loops inside the row kernel; alone, the C++ generator's column blocks read rows.
 ONE_REDUCTION_DIRECTION = "one_reduction_direction"
+# The backend generates `MixedOrderKernel`s: a row reduction whose programs loop over blocks
+# of rows and also sum their columns (scheduler/mixed_order_reductions.py).
+MIXED_ORDER_REDUCTIONS = "mixed_order_reductions"
 
 
 class CodegenBackend(Protocol):

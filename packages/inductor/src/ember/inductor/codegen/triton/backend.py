@@ -19,7 +19,11 @@ from typing import Any
 
 import torch
 
-from ember.inductor.codegen.backend import CHANNELS_LAST_CONVOLUTIONS, KernelSource
+from ember.inductor.codegen.backend import (
+    CHANNELS_LAST_CONVOLUTIONS,
+    MIXED_ORDER_REDUCTIONS,
+    KernelSource,
+)
 from ember.inductor.codegen.triton.cubins import (
     LOADS,
     cached_cubin_kernels,
@@ -28,9 +32,11 @@ from ember.inductor.codegen.triton.cubins import (
 )
 from ember.inductor.codegen.triton.kernel import TritonKernelWriter
 from ember.inductor.codegen.triton.kernel_files import kernel_files
+from ember.inductor.codegen.triton.mixed_order import MixedOrderWriter
 from ember.inductor.codegen.triton.ops import PRELUDE, TRITON_TYPES
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
+from ember.inductor.scheduler.mixed_order_reductions import MixedOrderKernel
 from ember.inductor.templates.gemm import GemmKernel
 from ember.inductor.templates.gemm_writer import generate_gemm
 from ember.runtime import ArtifactCache
@@ -41,7 +47,9 @@ logger = logging.getLogger("ember.inductor")
 class TritonBackend:
     """Generates Triton for CUDA tensors; one module per graph."""
 
-    capabilities = frozenset({"cuda", "gemm_templates", CHANNELS_LAST_CONVOLUTIONS})
+    capabilities = frozenset(
+        {"cuda", "gemm_templates", CHANNELS_LAST_CONVOLUTIONS, MIXED_ORDER_REDUCTIONS}
+    )
     dtypes = frozenset(TRITON_TYPES)
     # what tl.atomic_add takes (scatter_add of other dtypes falls back)
     atomic_dtypes = frozenset(
@@ -65,6 +73,8 @@ class TritonBackend:
     def generate(self, kernel: Kernel, program: Program) -> KernelSource:
         if isinstance(kernel, GemmKernel):
             return generate_gemm(kernel, program)
+        if isinstance(kernel, MixedOrderKernel):
+            return MixedOrderWriter(kernel, program).generate()
         return TritonKernelWriter(kernel, program).generate()
 
     def module(self, kernels: Sequence[KernelSource]) -> str:

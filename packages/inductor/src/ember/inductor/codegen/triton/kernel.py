@@ -443,7 +443,13 @@ class TritonKernelWriter(ValueScopes):
             self.line(f"rbase = {rbase}.to(tl.int64)" if self.wide else f"rbase = {rbase}")
             if self.tiling.persistent:
                 self._r_variables("rbase")
-        members = kernel.members
+        self._members(kernel.members)
+        for store in self.deferred or ():
+            self.line(store)
+        return self.lines
+
+    def _members(self, members: list[Member]) -> None:
+        """The members' code, in order: inner loops by group, reductions in batches."""
         position = 0
         while position < len(members):
             member = members[position]
@@ -460,9 +466,6 @@ class TritonKernelWriter(ValueScopes):
             else:
                 self._store(member, self.value(member.body, {}))
                 position += 1
-        for store in self.deferred or ():
-            self.line(store)
-        return self.lines
 
     def _split(self, flat: str, prefix: str, sizes: tuple[Expr, ...]) -> None:
         """Loop variables from a flat index (the first loop is the slowest)."""
