@@ -13,8 +13,8 @@ other launch configurations: the r-loop's software-pipeline depth (`stages`, heu
 `COLUMN_LOOP_STAGES`) and the [XBLOCK, RBLOCK] tile and warps, so one run says which
 configuration heuristics.py should choose; `--column-programs 512,2048` also times ember with
 its column reductions split into other numbers of chunks (split_reduction's
-`COLUMN_PROGRAMS`), `--persistent-limits 64` with chunks of ~100 rows looped instead of
-one tile (heuristics' `COLUMN_PERSISTENT_LIMIT`). About a minute for the default shapes on
+`COLUMN_PROGRAMS`), `--persistent-limits 128` with chunks of ~100 rows in one [32, 128] tile
+instead of looped (heuristics' `WIDE_COLUMN_ROWS`, 64: rows that fit a [64, 64] tile). About a minute for the default shapes on
 an H100.
 """
 
@@ -67,9 +67,9 @@ def _ember(
 ) -> tuple[Any, str]:
     """ember's compiled function and the generated Triton module's source. `column_programs`:
     split column reductions for about this many programs instead of split_reduction's
-    `COLUMN_PROGRAMS`; `persistent_limit`: column rows up to this many are one tile instead of
-    heuristics' `COLUMN_PERSISTENT_LIMIT` (both set for this compile only, in a fresh
-    artifact cache)."""
+    `COLUMN_PROGRAMS`; `persistent_limit`: the rows of a large column reduction up to this
+    many are one tile instead of heuristics' `WIDE_COLUMN_ROWS` (both set for this compile
+    only, in a fresh artifact cache)."""
     import ember.prims as prims
     from ember.inductor.codegen.triton import TritonBackend, heuristics
     from ember.inductor.lowering import split_reduction
@@ -78,13 +78,13 @@ def _ember(
 
     graph = prims.trace(fn, *inputs)
     cache = ArtifactCache(Path(tempfile.mkdtemp(prefix="ember-colred-")))
-    defaults = split_reduction.COLUMN_PROGRAMS, heuristics.COLUMN_PERSISTENT_LIMIT
+    defaults = split_reduction.COLUMN_PROGRAMS, heuristics.WIDE_COLUMN_ROWS
     split_reduction.COLUMN_PROGRAMS = column_programs or defaults[0]
-    heuristics.COLUMN_PERSISTENT_LIMIT = persistent_limit or defaults[1]
+    heuristics.WIDE_COLUMN_ROWS = persistent_limit or defaults[1]
     try:
         compiled = compile_graph(graph, inputs, backend=TritonBackend(), cache=cache)
     finally:
-        split_reduction.COLUMN_PROGRAMS, heuristics.COLUMN_PERSISTENT_LIMIT = defaults
+        split_reduction.COLUMN_PROGRAMS, heuristics.WIDE_COLUMN_ROWS = defaults
     return compiled, compiled.module
 
 
@@ -194,7 +194,7 @@ def main() -> None:
     parser.add_argument(
         "--persistent-limits",
         default="",
-        help="also time ember with column rows up to these counts in one tile (64: loop ~100)",
+        help="also time ember with column rows up to these counts in one tile (128: ~100 rows)",
     )
     # cpu: a smoke test under TRITON_INTERPRET=1 (torch.compile's C++, times meaningless)
     parser.add_argument("--device", default="cuda")

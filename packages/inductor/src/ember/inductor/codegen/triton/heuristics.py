@@ -4,9 +4,9 @@ Pointwise kernels take 1024-point blocks (fewer for small tensors). A reduction 
 one tile (at most `PERSISTENT_LIMIT` points) is *persistent*: RBLOCK covers the row and XBLOCK
 rows share a program. Longer rows loop over RBLOCK-wide chunks; a reduction that reads memory
 contiguously along the kept dimension (a column sum) takes wide XBLOCK and narrow RBLOCK
-instead, and is persistent only over at most `COLUMN_PERSISTENT_LIMIT` rows, or when it is
-small (`_small_column`: the second half of a split reduction); its r-loop is software
-pipelined (`COLUMN_LOOP_STAGES`). `configs[0]` is
+instead, and is persistent only over rows that fit a [64, RBLOCK] tile (`WIDE_COLUMN_ROWS`),
+or when it is small (the second half of a split reduction: `COLUMN_PERSISTENT_LIMIT` rows,
+`_small_column`); its r-loop is software pipelined (`COLUMN_LOOP_STAGES`). `configs[0]` is
 the default; the rest are what `max-autotune` benchmarks. Symbolic sizes are planned with
 `SIZE_HINT`, except a symbolic reduction length whose range the Graph bounds (`size_ranges`:
 attention over a length that slices a 256-row causal mask): a bound that fits one tile makes
@@ -27,11 +27,17 @@ from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
 
 PERSISTENT_LIMIT = 1024
-# rows a persistent column tile covers: [32, 128] tiles, 32 outputs (64 bytes of bf16) a row.
-# The first half of a split batch-norm sum covers 98-112 rows of each of 65 536 partials:
-# looped in r-blocks of 32, a program waited for memory four times (18.7 us for 25.7 MB on
-# the H100, 1.4 TB/s)
+# rows a persistent tile of a small column reduction (`SMALL_COLUMN_ELEMENTS`: a split's
+# second half) covers: [32, 128] tiles, spread over more programs (`_short_columns`)
 COLUMN_PERSISTENT_LIMIT = 128
+# rows a persistent tile of a large column reduction covers: [64, 64] tiles, 64 outputs (a
+# 128-byte line of bf16) a row. Longer rows loop in [64, 8] tiles. Over [32, 128] tiles (64
+# bytes a row, 8 warps, three reductions across them for a variance) the first halves of
+# ResNet-50's split batch-norm statistics over 98-112-row chunks ran at 0.6-0.9 TB/s on the
+# H100 (1024 channels over 32 x 14 x 14: 16.2 us a call), where the looped [64, 8] ones over
+# 196-392-row chunks ran at 1.65-1.8 TB/s and torch.compile's, [64, 8]-style loops over
+# 128-row chunks, at 0.9-1.4 TB/s (docs/perf/gpu-kernels.md, session 11)
+WIDE_COLUMN_ROWS = 64
 SMALL_COLUMN_ELEMENTS = 1 << 20  # a column reduction this small loads whole rows at once
 SHORT_COLUMN_PROGRAMS = 128  # programs a column reduction over short rows aims for at least
 # r-blocks a looped column reduction keeps in flight (Triton copies them into shared memory
@@ -87,10 +93,14 @@ def choose_tiling(kernel: Kernel, program: Program) -> Tiling:
     rnumel_expr = product(kernel.inner)
     rnumel = _hint(rnumel_expr)
     column = _column_reduction(kernel)
-    # a persistent column tile is XBLOCK outputs wide: under 64 its loads use part of each
-    # memory transaction, so a column reduction loops unless its rows fit a [64, RBLOCK] tile
-    limit = COLUMN_PERSISTENT_LIMIT if column else PERSISTENT_LIMIT
     bound = _bound(rnumel_expr, program)
+    limit = PERSISTENT_LIMIT
+    if column:
+        # a persistent column tile is XBLOCK outputs wide: under 64 its loads use part of each
+        # memory transaction, so a large column reduction loops unless its rows fit a
+        # [64, RBLOCK] tile; a small one (few programs) takes narrower tiles over longer rows
+        large = bound is None or xnumel * bound > SMALL_COLUMN_ELEMENTS
+        limit = WIDE_COLUMN_ROWS if large else COLUMN_PERSISTENT_LIMIT
     if bound is not None and bound <= limit:
         return Tiling(True, _short_columns(xnumel, bound) if column else _persistent(xnumel, bound))
     if column and _small_column(xnumel, rnumel_expr):
