@@ -193,8 +193,9 @@ def test_batch_norm_over_short_chunks_loops_and_equals_eager(
     """The first halves of a split batch-norm statistic and sums over 90-row chunks, looped
     in [64, 8] tiles (heuristics' `WIDE_COLUMN_ROWS`; ResNet-50's 98-112-row chunks), equal
     eager: outputs, running statistics and gradients. The chunks are large column reductions
-    here at a tenth of ResNet-50's smallest size (`SMALL_COLUMN_ELEMENTS` lowered for this
-    test: the interpreter takes a minute at the full size); the second halves stay one tile."""
+    here at a sixth of the smallest that ResNet-50 loops, 256 channels over 6272 rows
+    (`SMALL_COLUMN_ELEMENTS` lowered for this test: the interpreter takes three minutes at
+    batch 32); the second halves stay one tile."""
     from ember.inductor.codegen.triton import TritonBackend, heuristics
 
     monkeypatch.setattr(heuristics, "SMALL_COLUMN_ELEMENTS", 1 << 14)
