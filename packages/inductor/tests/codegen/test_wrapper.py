@@ -87,6 +87,74 @@ def test_an_extern_returning_tensors_needs_no_helper_call() -> None:
     torch.testing.assert_close(w.grad, expected[1])
 
 
+def _cudnn_attention_standin(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Any, lse: bool, dropout: float,
+    causal: bool, debug: bool, *, scale: float,
+) -> tuple[Any, ...]:  # fmt: skip
+    """What `_scaled_dot_product_cudnn_attention` returns (Tensors, two ints, Nones), on the
+    CPU, its output contiguous rather than in the (b, s, h, d) memory its meta declares."""
+    out = torch.softmax(q @ k.transpose(-1, -2) * scale, -1) @ v
+    return out, torch.logsumexp(q, -1), None, None, 8, 8, torch.tensor(0), torch.tensor(0), None
+
+
+def test_an_extern_returning_tensors_and_numbers_is_unpacked_without_helper_calls() -> None:
+    """cuDNN attention returns seven Tensors (or Nones) and two ints: the result is unpacked
+    as it comes (no `flatten_result` call, 12 a GPT-2 forward on the GPU), and an output in
+    other strides than declared is still restrided."""
+    from ember.inductor.codegen.cpp.backend import CppBackend
+    from ember.inductor.codegen.wrapper import generate_wrapper
+    from ember.inductor.ir.program import ExternNode, Program, Storage, TensorArg
+    from ember.inductor.ir.tensors import Layout
+
+    target, shape, f32 = (
+        "aten::_scaled_dot_product_cudnn_attention.default",
+        (2, 3, 8, 16),
+        torch.float32,
+    )
+    full, heads_last = Layout.contiguous(f32, shape), Layout(f32, shape, (384, 16, 48, 1))
+    storages = {n: Storage(n, f32, None, is_input=True) for n in ("q", "k", "v")}
+    storages["out"] = Storage("out", f32, None, declared=heads_last)
+    storages["lse"] = Storage("lse", f32, None, declared=Layout.contiguous(f32, shape[:3]))
+    node = ExternNode(
+        name="attention",
+        target=target,
+        args=[TensorArg(n, full) for n in ("q", "k", "v")] + [None, True, 0.0, True, False],
+        kwargs={"scale": 0.25},
+        outputs=["out", "lse", *[None] * 7],
+        reads_from={"q", "k", "v"},
+        writes_to=set(),
+        origins=("sdpa",),
+    )
+    outputs: list[object] = [
+        TensorArg("out", heads_last),
+        TensorArg("lse", storages["lse"].declared),
+    ]
+    program = Program(
+        storages=storages, input_storages=["q", "k", "v"], nodes=[node], outputs=outputs
+    )
+    namespace = wrapper_namespace({}, {target: _cudnn_attention_standin})
+    exec(generate_wrapper(program, [node], {}, CppBackend()), namespace)  # noqa: S102
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(shape, generator=g) for _ in range(3))
+    helpers: list[str] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.endswith("codegen/wrapper.py"):
+            helpers.append(frame.f_code.co_name)
+
+    sys.setprofile(watch)
+    try:
+        out, lse = namespace["call"]([q, k, v])
+    finally:
+        sys.setprofile(None)
+    assert "flatten_result" not in helpers
+    assert helpers.count("restride") == 1  # the contiguous output only
+    expected = _cudnn_attention_standin(q, k, v, None, True, 0.0, True, False, scale=0.25)
+    assert out.stride() == (384, 16, 48, 1)
+    torch.testing.assert_close(out, expected[0])
+    torch.testing.assert_close(lse, expected[1])
+
+
 class _Kernel:
     """A kernel whose `launch` is the fast path and whose `__call__` is the slow one."""
 

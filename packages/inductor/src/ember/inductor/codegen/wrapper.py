@@ -306,9 +306,10 @@ def _extern(emit: Any, node: ExternNode, program: Program, names: _SizeNames) ->
     if not any(o is not None for o in node.outputs):
         emit(f"    {call}{note}")
         return
-    if _tensor_returns(node.target) == len(node.outputs):
-        # a Tensor or a tuple of Tensors: bound directly, each restrided only when its
-        # strides differ (no call per extern to flatten the result or to compare strides)
+    if _flat_returns(node.target) == len(node.outputs):
+        # a Tensor or a flat tuple (of Tensors, and numbers: cuDNN attention's two ints):
+        # bound directly, each restrided only when its strides differ (no call per extern to
+        # flatten the result or to compare strides)
         bound = [storage or "_" for storage in node.outputs]
         target = bound[0] if len(bound) == 1 else ", ".join(bound)
         emit(f"    {target} = {call}{note}")
@@ -336,16 +337,21 @@ def _extern(emit: Any, node: ExternNode, program: Program, names: _SizeNames) ->
     emit("    del result")  # each output's lifetime is its own name's
 
 
-def _tensor_returns(target: str) -> int | None:
-    """How many values the op returns when its schema returns only Tensors (a Tensor, or a
-    tuple of them); None for anything else (lists, optionals, numbers, unknown ops)."""
+# Return types a result is bound from as it is: each is one value of the flat result.
+_FLAT_RETURNS = (torch.TensorType, torch.IntType, torch.FloatType, torch.BoolType)
+
+
+def _flat_returns(target: str) -> int | None:
+    """How many values the op returns when its schema returns a Tensor or a flat tuple of
+    Tensors and numbers (`_scaled_dot_product_cudnn_attention`: seven Tensors and two ints,
+    12 calls a GPT-2 forward); None for anything else (lists, optionals, unknown ops)."""
     try:
         schema = op_schema(target)
     except (KeyError, ValueError):
         return None
     if schema is None or not schema.returns:
         return None
-    if all(isinstance(returned.type, torch.TensorType) for returned in schema.returns):
+    if all(type(returned.type) in _FLAT_RETURNS for returned in schema.returns):
         return len(schema.returns)
     return None
 
