@@ -278,10 +278,28 @@ def _compatible(layout: Layout, name: str, program: Program) -> bool:
 
 
 def _take_free(layout: Layout, free: list[str], program: Program) -> str | None:
-    for name in reversed(free):  # the most recently freed block is the warmest
+    """A dead buffer for `layout`: one in the same layout if any (the wrapper then binds the
+    donor's tensor itself instead of an `as_strided` view of it, ~2-3.5 us a call on the
+    H100's host: GPT-2's cast weights alternate between [768, 3072] and [3072, 768] buffers,
+    24 views a forward), else the most recently freed (the warmest)."""
+    warmest = None
+    for name in reversed(free):
         if _compatible(layout, name, program):
-            return name
-    return None
+            other = _layout_of(name, program)
+            if other is not None and _same_layout(other, layout):
+                return name
+            if warmest is None:
+                warmest = name
+    return warmest
+
+
+def _same_layout(a: Layout, b: Layout) -> bool:
+    return (a.dtype, tuple(a.size), tuple(a.stride), a.offset) == (
+        b.dtype,
+        tuple(b.size),
+        tuple(b.stride),
+        b.offset,
+    )
 
 
 def _in_place_candidates(
