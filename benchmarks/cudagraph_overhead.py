@@ -586,6 +586,40 @@ def _linear_rows(label: str, m: int, k: int, n: int) -> dict[str, Any]:
     }
 
 
+def _layer_rows(big: bool) -> dict[str, Any]:
+    """A GPT-2 layer's four addmm shapes in turn (Conv1D: weight [in, out]), as ember calls
+    them (functional, a fresh result each) and as torch.compile does (`out=` a buffer), and
+    with BERT's transposed weights: the suite's in-model addmm cost 45 us of host (torch
+    profiler) in ember's GPT-2 at 1c24e76, 33 in torch.compile's, 22 in ember's BERT, 23 in
+    this loop's single shape (session 4). Per addmm."""
+    bf16, m = torch.bfloat16, (4096 if big else 64)
+    dims = [(768, 2304), (768, 768), (768, 3072), (3072, 768)] if big else [(32, 48), (48, 32)]
+    x = {k: torch.randn(m, k, device=DEVICE, dtype=bf16) for k, _ in dims}
+    w = {(k, n): torch.randn(k, n, device=DEVICE, dtype=bf16) for k, n in dims}
+    wt = {(k, n): torch.randn(n, k, device=DEVICE, dtype=bf16).t() for k, n in dims}
+    b = {n: torch.randn(n, device=DEVICE, dtype=bf16) for _, n in dims}
+    out = {n: torch.empty(m, n, device=DEVICE, dtype=bf16) for _, n in dims}
+    addmm = torch.addmm
+
+    def functional(weights: dict[Any, torch.Tensor]) -> None:
+        for k, n in dims:
+            addmm(b[n], x[k], weights[k, n])
+
+    def into_buffers() -> None:
+        for k, n in dims:
+            addmm(b[n], x[k], w[k, n], out=out[n])
+
+    rows = {
+        "layer addmm [in, out] functional": _enqueue_us(lambda: functional(w)),
+        "layer addmm [in, out] out=": _enqueue_us(into_buffers),
+        "layer addmm [out, in].t() functional": _enqueue_us(lambda: functional(wt)),
+    }
+    return {
+        label: {key: round(value / len(dims), 1) for key, value in row.items()}
+        for label, row in rows.items()
+    }
+
+
 def run_externs() -> dict[str, Any]:
     """Host cost per call of the extern ops of the suite at its shapes (bf16): GPT-2's and
     BERT's linear layers as `addmm` (cuBLASLt with a bias epilogue) against `mm` and `mm`
@@ -598,6 +632,7 @@ def run_externs() -> dict[str, Any]:
     shapes = {"gpt2 c_attn": (4096, 768, 2304)} if big else {}
     for label, (m, k, n) in {**shapes, "small": (64, 64, 64)}.items():
         rows.update(_linear_rows(label, m, k, n))
+    rows.update(_layer_rows(big))
     x = torch.randn(
         32 if big else 1, 64, 56 if big else 8, 56 if big else 8, device=DEVICE, dtype=bf16
     ).to(memory_format=torch.channels_last)
