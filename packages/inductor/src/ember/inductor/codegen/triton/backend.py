@@ -34,6 +34,7 @@ from ember.inductor.codegen.triton.kernel import TritonKernelWriter
 from ember.inductor.codegen.triton.kernel_files import kernel_files
 from ember.inductor.codegen.triton.mixed_order import MixedOrderWriter
 from ember.inductor.codegen.triton.ops import PRELUDE, TRITON_TYPES
+from ember.inductor.codegen.triton.transposed_tiles import TransposedTileWriter, transposed_tiles
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
 from ember.inductor.scheduler.mixed_order_reductions import MixedOrderKernel
@@ -75,6 +76,9 @@ class TritonBackend:
             return generate_gemm(kernel, program)
         if isinstance(kernel, MixedOrderKernel):
             return MixedOrderWriter(kernel, program).generate()
+        tiles = transposed_tiles(kernel)
+        if tiles is not None:  # loads and stores contiguous along different loops
+            return TransposedTileWriter(kernel, program, tiles).generate()
         return TritonKernelWriter(kernel, program).generate()
 
     def module(self, kernels: Sequence[KernelSource]) -> str:
