@@ -59,6 +59,18 @@ def bf16_rms_norm_backward(
     return rms_norm_backward(dy.float(), x, weight, rstd)
 
 
+def embedding_rms_norm_backward(
+    dy: torch.Tensor, tokens: torch.Tensor, table: torch.Tensor, delta: torch.Tensor,
+    weight: torch.Tensor, rstd: torch.Tensor, dy2: torch.Tensor, delta2: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """As Llama's first norm: its input gathered from a token table and two residual
+    branches, its gradient from two branches, and its input gradient added into the table's
+    gradient (atomic adds, in a kernel of their own here)."""
+    x = table[tokens] + delta + delta2
+    dx, dw = rms_norm_backward(dy + dy2, x, weight, rstd)
+    return dx.new_zeros(table.shape).index_add(0, tokens, dx), dw
+
+
 def column_sum_of_other_map(
     dy: torch.Tensor, x: torch.Tensor, other: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -85,6 +97,20 @@ def _layer_norm_inputs() -> tuple[torch.Tensor, ...]:
     return dy, x, weight, mean, rstd
 
 
+def _embedding_inputs() -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(3)
+    tokens = torch.randint(0, 50, (2048,), generator=generator)
+    table = torch.randn(50, 129, generator=generator)
+    delta = torch.randn(2048, 129, generator=generator)
+    dy = torch.randn(2048, 129, generator=generator)
+    weight = torch.randn(129, generator=generator)
+    dy2 = torch.randn(2048, 129, generator=generator)
+    delta2 = torch.randn(2048, 129, generator=generator)
+    x = table[tokens] + delta + delta2
+    rstd = torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-6)
+    return dy, tokens, table, delta, weight, rstd, dy2, delta2
+
+
 def _other_inputs() -> tuple[torch.Tensor, ...]:
     generator = torch.Generator().manual_seed(2)
     return tuple(torch.randn(2048, 129, generator=generator) for _ in range(3))
@@ -97,6 +123,7 @@ CASES: dict[str, Case] = {
     # 2100 rows of 131: 30 chunks of 70 rows, 210 programs of 10 rows in steps of 2
     "layer_norm_131": (layer_norm_backward, _layer_norm_inputs),
     "rms_norm_bf16_260": (bf16_rms_norm_backward, lambda: _rms_inputs(1536, 260, bf16=True)),
+    "embedding_rms_norm_129": (embedding_rms_norm_backward, _embedding_inputs),
 }
 
 
@@ -116,6 +143,24 @@ def _eager_layer_norm(
     b = torch.zeros_like(weight, requires_grad=True)
     y = torch.nn.functional.layer_norm(x, (x.shape[1],), w, b, 1e-5)
     return list(torch.autograd.grad(y, (x, w, b), dy))
+
+
+def _eager_embedding_rms(
+    dy: torch.Tensor, tokens: torch.Tensor, table: torch.Tensor, delta: torch.Tensor,
+    weight: torch.Tensor, rstd: torch.Tensor, dy2: torch.Tensor, delta2: torch.Tensor,
+) -> list[torch.Tensor]:  # fmt: skip
+    table = table.clone().requires_grad_(True)
+    w = weight.clone().requires_grad_(True)
+    x = table[tokens] + delta + delta2
+    y = x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-6) * w
+    return list(torch.autograd.grad(y, (table, w), dy + dy2))
+
+
+def _expected(name: str, inputs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
+    if name.startswith("embedding"):
+        return _eager_embedding_rms(*inputs)
+    dy, x, weight = inputs[:3]
+    return _eager_layer_norm(dy, x, weight) if "layer" in name else _eager_rms(dy, x, weight)
 
 
 def _scheduled(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...]) -> list[Any]:
@@ -152,11 +197,12 @@ def test_mixed_order_gradients_equal_eager(
     graph = prims.trace(fn, *inputs)
     compiled = compile_graph(graph, inputs, backend=TritonBackend(), cache=ArtifactCache(tmp_path))
     got = list(compiled(*inputs))
-    dy, x, weight = inputs[:3]
-    expected = _eager_layer_norm(dy, x, weight) if "layer" in name else _eager_rms(dy, x, weight)
+    expected = _expected(name, inputs)
+    assert len(got) == len(expected)
     for ours, theirs in zip(got, expected):
         torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
-    # and off: the two kernels give the same values
+    # and off: the two kernels give the same values (atomic adds in another order: float
+    # rounding apart)
     off = InductorConfig(mixed_order_reductions=False)
     separate = compile_graph(
         graph, inputs, backend=TritonBackend(), config=off, cache=ArtifactCache(tmp_path / "off")

@@ -79,8 +79,6 @@ def _column_chunks(kernel: Kernel) -> tuple[int, int, int] | None:
             return None
         if node.store_mode is not None or member.store_indirect:
             return None
-        if any(load.args[2] for load in member.loads()):
-            return None
         chunk, feature = index_var("x", 0), index_var("x", 1)
         if sympy.expand(member.store_index - (kernel.outer[1] * chunk + feature)) != 0:
             return None  # partials laid out [chunks, features], contiguous
@@ -96,10 +94,9 @@ def _row_kernel(kernel: ScheduledNode, rows: int, features: int) -> bool:
         return False
     if kernel.outer[0] != rows or kernel.inner[0] != features:
         return False
-    if not any(m.level == "reduction" for m in kernel.members):
-        return False
-    # atomic accumulations keep their own kernels' order of updates
-    return all(m.store_mode is None for m in kernel.members)
+    # (an atomic accumulation among its members, Llama's first norm's input gradient added
+    # into the embedding gradient, runs as it did: the column sums touch no storage of it)
+    return any(m.level == "reduction" for m in kernel.members)
 
 
 def _combine_at(
@@ -149,12 +146,10 @@ def _combine(
         index_var("x", 1): feature,
         index_var("r", 0): row - rows * chunk_of_row,
     }
-    row_loads = {
-        (str(load.args[0]), load.args[1]) for m in row_kernel.members for load in m.loads()
-    }
-    row_indices: dict[str, list[Expr]] = {}
-    for storage, index in row_loads:
-        row_indices.setdefault(storage, []).append(index)
+    row_loads: dict[str, list[body.BodyValue]] = {}
+    for row_member in row_kernel.members:
+        for load in row_member.loads():
+            row_loads.setdefault(str(load.args[0]), []).append(load)
     split = _resplit(program, scheduled, chunk_kernel, chunks, rows)
     if split * chunks < MIN_PROGRAMS:
         return None
@@ -163,7 +158,7 @@ def _combine(
     columns: list[Member] = []
     for member in chunk_kernel.members:
         mapped = body.substitute(member.body, mapping)
-        shared = _share_indices(mapped, row_indices)
+        shared = _share_loads(mapped, row_loads)
         if shared is None:
             return None  # it reads something the row kernel does not: no bytes saved
         columns.append(
@@ -190,20 +185,22 @@ def _combine(
     return result
 
 
-def _share_indices(
-    tree: body.BodyValue, row_indices: dict[str, list[Expr]]
+def _share_loads(
+    tree: body.BodyValue, row_loads: dict[str, list[body.BodyValue]]
 ) -> body.BodyValue | None:
-    """`tree` with each load's index replaced by the row kernel's equal one (so that codegen
-    shares the load), or None when a load has no equal in the row kernel."""
+    """`tree` with each load's index (and an indirect load's index values) replaced by the
+    row kernel's equal load's (so that codegen shares the load, or for an indirect one the
+    values its index reads), or None when a load has no equal in the row kernel."""
     missing: list[object] = []
 
     def finish(value: body.BodyValue, args: list[object]) -> None:
         if value.op != "load":
             return
-        storage, index = str(args[0]), args[1]
-        for candidate in row_indices.get(storage, []):
-            if isinstance(index, sympy.Expr) and sympy.expand(index - candidate) == 0:
-                args[1] = candidate
+        storage, index, indirect = str(args[0]), args[1], args[2]
+        assert isinstance(index, sympy.Expr) and isinstance(indirect, tuple)
+        for candidate in row_loads.get(storage, []):
+            if _same_load(index, indirect, candidate):
+                args[1], args[2] = candidate.args[1], candidate.args[2]
                 return
         missing.append(value)
 
@@ -219,6 +216,44 @@ def _share_indices(
 
     body.map_indices(rebuilt, note_floor)
     return None if missing or floors else rebuilt
+
+
+def _same_load(index: Expr, indirect: tuple[object, ...], candidate: body.BodyValue) -> bool:
+    """Whether a load at `index` (its symbols bound by `indirect`) reads what `candidate`
+    (a load of the same storage) reads: equal index values bound in the same order, and
+    equal indices once the symbols are renamed."""
+    theirs = candidate.args[2]
+    assert isinstance(theirs, tuple)
+    if len(theirs) != len(indirect):
+        return False
+    renames: dict[sympy.Basic, sympy.Basic] = {}
+    for ours, their in zip(indirect, theirs):
+        assert isinstance(ours, tuple) and isinstance(their, tuple)
+        if not _same_tree(ours[1], their[1]):
+            return False
+        renames[ours[0]] = their[0]
+    other = candidate.args[1]
+    assert isinstance(other, sympy.Expr)
+    return sympy.expand(index.xreplace(renames) - other) == 0
+
+
+def _same_tree(a: object, b: object) -> bool:
+    """Structural equality of two body values (loads compared by `_same_load`)."""
+    if isinstance(a, body.BodyValue) and isinstance(b, body.BodyValue):
+        if a is b:
+            return True
+        if a.op != b.op or a.dtype != b.dtype or len(a.args) != len(b.args):
+            return False
+        if a.op == "load":
+            index, indirect = a.args[1], a.args[2]
+            assert isinstance(index, sympy.Expr) and isinstance(indirect, tuple)
+            return a.args[0] == b.args[0] and _same_load(index, indirect, b)
+        return all(_same_tree(x, y) for x, y in zip(a.args, b.args))
+    if isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr):
+        return sympy.expand(a - b) == 0
+    if isinstance(a, body.BodyValue) or isinstance(b, body.BodyValue):
+        return False
+    return type(a) is type(b) and a == b
 
 
 def _partial_reader(
