@@ -22,10 +22,10 @@ from ember.inductor.ir.indexing import Expr, index_var
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
 
-# points of one tile, and of one side: [64, 16] over a 3x3 convolution weight's 9 taps,
-# [32, 32] over two long loops (a float32 row of 128 bytes loaded, a bf16 one of 64 stored)
+# points of one tile: [64, 16] over a 3x3 convolution weight's 9 taps, [4, 256] over an
+# image's 3 channels, [32, 32] over two long loops (a float32 row of 128 bytes loaded, a
+# bf16 one of 64 stored)
 TILE_POINTS = 1024
-SIDE_LIMIT = 64
 # ops whose values are not a plain function of the tile's loads (their own index or shape)
 _UNTILED_OPS = frozenset({"index_expr", "random", "masked"})
 
@@ -115,10 +115,10 @@ def _strides(index: Expr, loops: list[sympy.Symbol]) -> list[int] | None:
 
 
 def _sides(rows: int, columns: int) -> tuple[int, int]:
-    """[YBLOCK, XBLOCK]: each side the next power of two of its loop, at most `SIDE_LIMIT`,
-    the longer one halved until the tile holds at most `TILE_POINTS`."""
-    yblock = min(SIDE_LIMIT, 1 << max(0, (rows - 1).bit_length()))
-    xblock = min(SIDE_LIMIT, 1 << max(0, (columns - 1).bit_length()))
+    """[YBLOCK, XBLOCK]: each side the next power of two of its loop, the longer one halved
+    until the tile holds at most `TILE_POINTS` (a short loop leaves the other side longer)."""
+    yblock = min(TILE_POINTS, 1 << max(0, (rows - 1).bit_length()))
+    xblock = min(TILE_POINTS, 1 << max(0, (columns - 1).bit_length()))
     while yblock * xblock > TILE_POINTS:
         if yblock >= xblock:
             yblock //= 2
