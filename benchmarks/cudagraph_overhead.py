@@ -292,6 +292,35 @@ def _release() -> None:
         torch.cuda.empty_cache()
 
 
+def _host_speed() -> dict[str, Any]:
+    """The host's speed in this process, now: us a call of two fixed host-only ATen calls (an
+    `as_strided` view and a 1 MB `empty_strided` on the device), and the CPUs it may run on
+    and is on. At 1c24e76 every host op of one worker ran ~1.7-2x slower than the same op in
+    another (`empty_strided` 10.3 vs 5.6 us, `addmm` 45 vs 22 in GPT-2's and BERT's ember
+    workers, 33 vs 21 in their torch.compile runs): a row's wall is comparable to another's
+    only at a similar speed."""
+    base = torch.empty(1 << 18, device=DEVICE)
+    as_strided, empty = torch.as_strided, torch.empty_strided
+    return {
+        "as_strided_us": round(_median_us(lambda: as_strided(base, (512, 512), (512, 1), 0)), 2),
+        "empty_strided_us": round(
+            _median_us(lambda: empty((512, 512), (512, 1), dtype=torch.float32, device=DEVICE)),
+            2,
+        ),
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu": _current_cpu(),
+    }
+
+
+def _current_cpu() -> int | None:
+    """The CPU this thread last ran on (Linux: field 39 of /proc/thread-self/stat)."""
+    try:
+        fields = Path("/proc/thread-self/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[36])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _guards_in_c(timeout: float = 240.0) -> bool:
     """Wait, outside the measurement lock, until this process's C tensor guards are loaded or
     known to be unavailable, so that the measured steps check their guards as a warm machine
@@ -828,6 +857,7 @@ def run_default_case(model: str, size: str, mode: str, compiler: str, hold: Any)
     _reset_peak()
     with hold():
         _sync()
+        row["host_speed"] = _host_speed()
         steps = 20
         begin = time.perf_counter()
         for _ in range(steps):
@@ -1158,6 +1188,12 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _speed(speed: dict[str, Any] | None) -> str:
+    if not speed:
+        return "-"
+    return f"{speed['as_strided_us']:.2f} / {speed['empty_strided_us']:.2f}"
+
+
 def _yes_no(value: Any) -> str:
     return "-" if value is None else ("yes" if value else "NO")
 
@@ -1172,8 +1208,8 @@ def summarize(rows: list[dict[str, Any]]) -> str:
         "Default mode (wall: back-to-back steps; GPU: profiler kernel+memcpy+memset time)",
         "",
         "| model | mode | variant | wall ms | latency ms | GPU ms | wall/GPU | launches | "
-        "DtoD memcpy | copy kernels | peak MB | first s | C guards |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "DtoD memcpy | copy kernels | peak MB | first s | C guards | host us (view/alloc) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         if row.get("part") != "default":
@@ -1188,7 +1224,7 @@ def summarize(rows: list[dict[str, Any]]) -> str:
             f"{number(row.get('wall_over_gpu'))} | {number(row['launches_per_step'], 0)} | "
             f"{number(row['dtod_copies_per_step'], 0)} | {number(row['copy_kernels_per_step'], 0)} | "
             f"{number(row['peak_mb'], 0)} | {number(row['first_call_s'], 1)} | "
-            f"{_yes_no(row.get('native_guards'))} |"
+            f"{_yes_no(row.get('native_guards'))} | {_speed(row.get('host_speed'))} |"
         )
     lines += [
         "",
