@@ -20,7 +20,11 @@ from ember.autodiff.duplicate_casts import merge_duplicate_casts
 from ember.autodiff.errors import PartitionError
 from ember.autodiff.joint import JointGraph
 from ember.autodiff.mincut import FlowNetwork
-from ember.autodiff.recompute_bans import banned_for_extra_reads, banned_narrowed_normalizations
+from ember.autodiff.recompute_bans import (
+    banned_for_extra_reads,
+    banned_lone_recomputes,
+    banned_narrowed_normalizations,
+)
 from ember.autodiff.recompute_policy import (
     DEFAULT_POLICY,
     RECOMPUTABLE_OPS,
@@ -29,6 +33,7 @@ from ember.autodiff.recompute_policy import (
     is_fusible,
     is_recomputable,
     is_view,
+    reads_from_memory,
     saving_cost,
 )
 from ember.prims import (
@@ -282,8 +287,23 @@ def _min_cut_saved(layout: _Layout, free: set[str], policy: RecomputePolicy) -> 
             layout.users,
             policy,
         )
+    required = [name for name in candidates if name in forward_required]
+    # values a non-fusible op reads in each half, and those a library kernel (a matmul, a
+    # convolution, attention) reads in each, with its backward readers of that kind
+    twice: list[str] = []
+    library_twice: dict[str, list[int]] = {}
+    for name in required:
+        readers = _unfused_backward_readers(layout, name)
+        forward_readers = _unfused_readers(layout, name, backward=False) if readers else []
+        if not forward_readers:
+            continue
+        twice.append(name)
+        library = [i for i in readers if reads_from_memory(layout.graph.nodes[i].target)]
+        if library and any(
+            reads_from_memory(layout.graph.nodes[i].target) for i in forward_readers
+        ):
+            library_twice[name] = library
     if policy.save_narrowed_normalizations:
-        required = [name for name in candidates if name in forward_required]
         extra_read_bans |= banned_narrowed_normalizations(
             required,
             layout.graph.nodes,
@@ -291,11 +311,23 @@ def _min_cut_saved(layout: _Layout, free: set[str], policy: RecomputePolicy) -> 
             sizes,
             {name: _width(layout.values[name]) for name in candidates},
             free | forward_outputs | set(layout.primals),
+            twice,
+            extra_read_bans,
+            policy,
+        )
+    if policy.save_lone_recomputes:
+        extra_read_bans |= banned_lone_recomputes(
+            required,
+            layout.graph.nodes,
+            layout.producer,
+            sizes,
+            layout.users,
+            free,
+            library_twice,
             [
-                name
-                for name in required
-                if _materialized_in_backward(layout, name)
-                and _materialized_in_forward(layout, name)
+                index
+                for index, node in enumerate(layout.graph.nodes)
+                if not any(v.name in forward_required for v in node.output_values())
             ],
             extra_read_bans,
             policy,
@@ -372,21 +404,28 @@ def _distance_from_backward(layout: _Layout) -> dict[str, int]:
 def _materialized_in_backward(layout: _Layout, name: str) -> bool:
     """Whether a backward op that cannot fuse it reads `name` (directly or through views):
     recomputing it would cost a kernel and a buffer in the backward."""
+    return bool(_unfused_backward_readers(layout, name))
+
+
+def _unfused_backward_readers(layout: _Layout, name: str) -> list[int]:
+    """The backward ops that cannot fuse `name` and read it, directly or through views (none
+    for a view: its base is what is written)."""
     if name not in layout.producer or is_view(layout.graph.nodes[layout.producer[name]].target):
-        return False
-    return _read_unfused(layout, name, backward=True)
+        return []
+    return _unfused_readers(layout, name, backward=True)
 
 
 def _materialized_in_forward(layout: _Layout, name: str) -> bool:
     """Whether a forward op that cannot fuse it (a matmul) reads `name`, directly or through
     views: the forward writes it to memory whatever the cut."""
-    return _read_unfused(layout, name, backward=False)
+    return bool(_unfused_readers(layout, name, backward=False))
 
 
-def _read_unfused(layout: _Layout, name: str, backward: bool) -> bool:
-    """Whether an op of one half (`backward` or the forward) that cannot fuse it reads `name`,
+def _unfused_readers(layout: _Layout, name: str, backward: bool) -> list[int]:
+    """The ops of one half (`backward` or the forward) that cannot fuse `name` and read it,
     directly or through views. The backward's readers are found through the forward's views
     too; the forward's are not looked for past a backward op."""
+    found: list[int] = []
     pending, seen = [name], {name}
     while pending:
         current = pending.pop()
@@ -397,13 +436,13 @@ def _read_unfused(layout: _Layout, name: str, backward: bool) -> bool:
             if in_backward and not backward:
                 continue
             if in_backward == backward and not is_fusible(user.target):
-                return True  # views are fusible: they are followed below
+                found.append(index)  # views are fusible: they are followed below
             if is_view(user.target):
                 for out in outputs:
                     if out not in seen:
                         seen.add(out)
                         pending.append(out)
-    return False
+    return sorted(set(found))
 
 
 def _width(value: Value) -> int:

@@ -1,5 +1,6 @@
 """Recomputable values the backward still may not compute again: those whose recompute reads
-more bytes than saving them would.
+more bytes than saving them would, normalizations both halves write, and values the backward
+would write in a kernel of its own.
 
 The min cut minimizes the bytes saved; it does not see what a recompute reads. Recomputing a
 value reads its sources; a source the backward reads anyway costs nothing more, but one it
@@ -206,3 +207,101 @@ def banned_narrowed_normalizations(
         ):
             banned.add(name)
     return banned
+
+
+def banned_lone_recomputes(
+    candidates: Sequence[str],
+    nodes: Sequence[Node],
+    producer: Mapping[str, int],
+    sizes: Mapping[str, int],
+    users: Mapping[str, Sequence[int]],
+    resident: Collection[str],
+    unfused_backward_readers: Mapping[str, Collection[int]],
+    backward_nodes: Collection[int],
+    stops: Collection[str],
+    policy: RecomputePolicy,
+) -> set[str]:
+    """The `candidates` that both halves write to memory (`unfused_backward_readers` maps each
+    to the backward ops that read it unfused; the forward reads it unfused too) and whose
+    recompute in the backward would be a kernel of its own.
+
+    A recompute joins a backward kernel when every full-size source it reads (at least
+    `1/policy.small_source_ratio` of the value) is also read by a fusible backward op that does
+    not wait for the value's unfused readers: ember-inductor moves the recompute into that
+    kernel (Llama's `silu(gate) * up` into the SiLU backward's, which reads gate and up), one
+    more store. Otherwise (ResNet's batch-norm-ReLU output: the batch-norm backward, the only
+    other reader of the convolution output, waits for the next convolution's backward, which
+    reads the ReLU output) the backward runs a kernel that reads the sources and writes the
+    value, which the forward wrote anyway: saving it costs its bytes and no traffic. Values
+    computed from `resident` values alone (parameters, buffers: the bf16 weight casts) are
+    left to the cut: saving them would keep a second copy of the weights through the step."""
+    banned: set[str] = set()
+    backward = set(backward_nodes)
+    for name in candidates:
+        index = producer.get(name)
+        readers = unfused_backward_readers.get(name)
+        if index is None or not readers:
+            continue
+        if not is_recomputable(nodes[index].target) or is_view(nodes[index].target):
+            continue
+        size = sizes.get(name, 0)
+        sources = [s for s in recompute_sources(name, nodes, producer, stops) if s not in resident]
+        if not sources:
+            continue  # a copy of the weights, or made from nothing (a mask from `arange`)
+        full = [s for s in sources if sizes.get(s, 0) * policy.small_source_ratio >= size]
+        waiting = _waiting_on(readers, nodes, backward, users)
+        joinable = backward - waiting - set(readers)
+        if any(not _read_by_fusible(s, joinable, nodes, users) for s in full):
+            banned.add(name)
+    return banned
+
+
+def _waiting_on(
+    readers: Collection[int],
+    nodes: Sequence[Node],
+    backward: Collection[int],
+    users: Mapping[str, Sequence[int]],
+) -> set[int]:
+    """The backward ops that run after `readers`: those that depend on their results, and
+    fusible ops (pointwise, casts, views) whose every reader runs after them, as these are
+    computed in their readers' kernels (the batch-norm backward's cast of the convolution
+    output, which needs no tangent, runs in the kernels that wait for the gradient)."""
+    results = {v.name for index in readers for v in nodes[index].output_values()}
+    ordered = sorted(backward)
+    waiting: set[int] = set()
+    for index in ordered:
+        if index in readers or index < min(readers):
+            continue
+        if any(ref.name in results for ref in references(nodes[index])):
+            waiting.add(index)
+            results.update(v.name for v in nodes[index].output_values())
+    for index in reversed(ordered):
+        if index in waiting or index in readers or not is_recomputable(nodes[index].target):
+            continue
+        consumers = {u for v in nodes[index].output_values() for u in users.get(v.name, ())}
+        if consumers and consumers <= waiting:
+            waiting.add(index)
+    return waiting
+
+
+def _read_by_fusible(
+    source: str,
+    ops: Collection[int],
+    nodes: Sequence[Node],
+    users: Mapping[str, Sequence[int]],
+) -> bool:
+    """Whether one of `ops` reads `source` (directly or through views) inside a kernel of its
+    own (a pointwise op, a cast), where a recompute of a value from `source` can join it."""
+    pending, seen = [source], {source}
+    while pending:
+        current = pending.pop()
+        for index in users.get(current, ()):
+            node = nodes[index]
+            if index in ops and is_recomputable(node.target) and not is_view(node.target):
+                return True
+            if is_view(node.target):
+                for value in node.output_values():
+                    if value.name not in seen:
+                        seen.add(value.name)
+                        pending.append(value.name)
+    return False

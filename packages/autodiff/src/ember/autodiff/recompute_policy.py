@@ -39,6 +39,28 @@ RECOMPUTABLE_OPS: frozenset[str] = frozenset(
         "aten::embedding.default",
     }
 )
+# Ops a compiler calls as library kernels (cuBLAS, cuDNN, fused attention), by name without
+# the overload: they read their tensor arguments from memory, so the half that runs one
+# writes each of them to memory whatever it fuses (`reads_from_memory`).
+LIBRARY_OPS: frozenset[str] = frozenset(
+    {
+        "aten::mm",
+        "aten::bmm",
+        "aten::addmm",
+        "aten::baddbmm",
+        "aten::addbmm",
+        "aten::_scaled_mm",
+        "aten::convolution",
+        "aten::_convolution",
+        "aten::convolution_backward",
+        "aten::_flash_attention_forward",
+        "aten::_flash_attention_backward",
+        "aten::_efficient_attention_forward",
+        "aten::_efficient_attention_backward",
+    }
+)
+# ...and every scaled-dot-product attention kernel and its backward.
+LIBRARY_OP_PREFIXES: tuple[str, ...] = ("aten::_scaled_dot_product_",)
 # Prim families that are as cheap as pointwise ops.
 RECOMPUTABLE_PRIM_FAMILIES: frozenset[str] = frozenset({"elementwise", "views"})
 
@@ -73,6 +95,15 @@ class RecomputePolicy:
     # RMSNorm outputs cast to bf16 for the projections, recomputed by a kernel of their own
     # per norm in the backward (17 a step at 8x1024, 16 MiB each).
     save_narrowed_normalizations: bool = True
+    # Save a value both halves write to memory (a library kernel reads it in each) whose
+    # recompute would be a backward kernel of its own (`recompute_bans.banned_lone_recomputes`):
+    # ResNet's batch-norm-ReLU outputs, read by the next convolution's backward before the
+    # batch-norm backward reads the convolution output (25 kernels, 0.55 ms on the H100). Off
+    # until the backward frees each saved value after its last use: the runtime holds every
+    # saved value to the end of the backward, so ResNet-50's 48 ReLU outputs (+570 MB at
+    # batch 32) would all add to its peak (torch.compile saves them and frees them as its
+    # backward goes).
+    save_lone_recomputes: bool = False
     # A source under 1/this of the value's bytes (a row statistic) does not count.
     small_source_ratio: int = 8
 
@@ -114,6 +145,14 @@ def is_fusible(target: str) -> bool:
     """Whether a reader running `target` takes its argument inside its own kernel (pointwise,
     casts, views), so the argument need not be written to memory."""
     return is_recomputable(target)
+
+
+def reads_from_memory(target: str) -> bool:
+    """Whether `target` is a library kernel (a matmul, a convolution, attention, or one of
+    their backwards): its arguments must be in memory, unlike a gather's or a reduction's,
+    which a compiler's kernel loads as it computes them."""
+    op = target.rsplit(".", 1)[0] if "." in target.split("::", 1)[-1] else target
+    return op in LIBRARY_OPS or op.startswith(LIBRARY_OP_PREFIXES)
 
 
 def saving_cost(size: int, distance: int, fused: bool, policy: RecomputePolicy) -> int:
