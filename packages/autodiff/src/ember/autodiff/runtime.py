@@ -34,10 +34,14 @@ class TrainingStep:
     # derived from `differentiable` once, not on every call
     frozen: tuple[int, ...] = field(init=False)  # outputs without a tangent
     tangent_outputs: tuple[int, ...] = field(init=False)  # outputs with one
+    # the backward's boxed entry, if its compiler gives one (`backward.call_boxed`): it takes
+    # (saved..., tangents...) as a list it empties, and drops each value after its last use
+    boxed_backward: Callable[[list[Any]], Any] | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.frozen = tuple(i for i, diff in enumerate(self.differentiable) if not diff)
         self.tangent_outputs = tuple(i for i, diff in enumerate(self.differentiable) if diff)
+        self.boxed_backward = getattr(self.backward, "call_boxed", None)
 
 
 class _CompiledFunction(torch.autograd.Function):
@@ -80,6 +84,16 @@ class _CompiledFunction(torch.autograd.Function):
             grad.contiguous() if grad is not None else _zeros(spec)
             for grad, spec in zip(given, ctx.tangent_specs)
         ]
+        if not torch.is_grad_enabled() and step.boxed_backward is not None:
+            # Saved values freed after their last use in the backward, as torch.compile's
+            # runtime does: the list below holds the only references the backward's wrapper
+            # does not drop (unpacking checks in-place writes and runs saved-tensor hooks);
+            # autograd's own are released now unless the graph is kept for another backward
+            # (retain_graph=True: a later backward unpacks them again).
+            args = [*ctx.saved_tensors, *tangents]
+            del tangents
+            ctx.maybe_clear_saved_tensors()
+            return (None, *_as_tuple(step.boxed_backward(args)))
         saved = ctx.saved_tensors
         if not torch.is_grad_enabled():
             return (None, *_as_tuple(step.backward(*saved, *tangents)))

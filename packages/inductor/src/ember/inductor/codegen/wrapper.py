@@ -6,7 +6,8 @@ its `launch` fast path), calls extern ops with strided views (a result of Tensor
 and its strides checked inline), frees each buffer after its last use, and returns the outputs
 as views of the storages they live in (so an output that aliases an input aliases it here
 too). Its source is plain text: it is cached, and printed under
-`EMBER_LOGS=output_code`.
+`EMBER_LOGS=output_code`. It takes its inputs as a list that it empties (`args.clear()`), and
+drops each input after its last use too.
 """
 
 from __future__ import annotations
@@ -49,7 +50,11 @@ def generate_wrapper(
     emit = lines.append
     inputs = program.input_storages
     if inputs:
+        # the caller's list is emptied: each input lives only as long as its name here, which
+        # the plan drops after its last use (a training backward's saved values, as in
+        # torch.compile's boxed calls; a caller that keeps its own references frees nothing)
         emit(f"    {', '.join(inputs)}, = args")
+        emit("    args.clear()")
     for position in host_inputs:
         emit(f"    {inputs[position]} = {inputs[position]}.to(DEVICE, non_blocking=True)")
     for symbol, (position, dim) in program.size_symbols.items():
@@ -57,6 +62,8 @@ def generate_wrapper(
     names = _SizeNames()
     hoisted_at = len(lines)  # the sizes computed from the symbols go here
     plan = plan or plan_memory(program, scheduled, sources)
+    if plan.unread_inputs:
+        emit(f"    del {', '.join(plan.unread_inputs)}")
     program = _allocated_as_viewed(program, scheduled, plan)
     for position, item in enumerate(scheduled):
         for allocation in plan.allocations.get(position, ()):

@@ -20,7 +20,11 @@ The scheduled program is walked in order with each storage's last use:
   that overwrites it, by the same thread, so no compiler can order the store first. Graph
   inputs are never written (the caller still holds them).
 - **Release.** Every storage's Python reference is dropped after its last use (`del`), so the
-  caching allocator gets blocks back as soon as they are dead.
+  caching allocator gets blocks back as soon as they are dead. Graph inputs too (not those that
+  are graph outputs): a caller that hands the wrapper its only references (a training
+  backward's saved values, `CompiledGraph.call_boxed`) gets each freed after its last read,
+  as torch.compile's boxed backward does; `unread_inputs` are dropped right after the sizes
+  are bound.
 
 `planned_peak_bytes` is the largest sum of bytes of the memory the wrapper owns (its buffers
 and extern results, inputs excluded) live at one point, for graphs of static sizes: the figure
@@ -66,6 +70,7 @@ class MemoryPlan:
     reused: int = 0  # buffers placed in dead memory (in place included)
     in_place: int = 0
     planned_peak_bytes: int | None = None  # None when a size is symbolic
+    unread_inputs: list[str] = field(default_factory=list)  # inputs no scheduled item touches
 
 
 def plan_memory(
@@ -83,6 +88,7 @@ def plan_memory(
         if isinstance(item, Kernel):
             local |= item.local_buffers
     last_use = _last_uses(program, scheduled)
+    input_last_use = _input_last_uses(program, scheduled, sources)
     groups = _alias_groups(program, scheduled)
     members: dict[str, list[str]] = {}
     for name, root in groups.items():
@@ -98,6 +104,12 @@ def plan_memory(
     dying: dict[int, list[str]] = {}
     for name, last in last_use.items():
         dying.setdefault(last, []).append(name)
+    input_dying: dict[int, list[str]] = {}
+    for name, last in input_last_use.items():
+        input_dying.setdefault(last, []).append(name)
+    plan.unread_inputs = [
+        name for name in program.input_storages if name not in input_last_use and name not in kept
+    ]
     ending: dict[int, list[str]] = {}
     for root, end in group_end.items():
         ending.setdefault(end, []).append(root)
@@ -164,6 +176,7 @@ def plan_memory(
                     allocated.add(output)
                     allocated_roots.add(groups[output])
         dead = sorted(n for n in dying.get(position, ()) if n in allocated)
+        dead += sorted(input_dying.get(position, ()))
         if dead:
             plan.releases[position] = dead
             released_at.update((n, position) for n in dead)
@@ -199,6 +212,29 @@ def _last_uses(program: Program, scheduled: Sequence[ScheduledNode]) -> dict[str
         for name in used:
             if name not in kept and not program.storages[name].is_input:
                 last[name] = position
+    return last
+
+
+def _input_last_uses(
+    program: Program, scheduled: Sequence[ScheduledNode], sources: Mapping[str, KernelSource]
+) -> dict[str, int]:
+    """Position of the last scheduled item touching each graph input that is no graph output
+    (its name is dropped there; a view or alias made of it holds the memory on its own): a
+    kernel's loads and stores and the arguments its source takes, an extern's reads and
+    writes."""
+    kept = {arg.storage for arg in program.outputs if isinstance(arg, TensorArg)}
+    inputs = set(program.input_storages) - kept
+    last: dict[str, int] = {}
+    for position, item in enumerate(scheduled):
+        if isinstance(item, Kernel):
+            used = {m.node.storage for m in item.members}
+            for member in item.members:
+                used |= {str(load.args[0]) for load in member.loads()}
+            used |= {argument.name for argument in sources[item.name].arguments}
+        else:
+            used = item.reads() | item.writes()
+        for name in used & inputs:
+            last[name] = position
     return last
 
 

@@ -1,0 +1,87 @@
+"""A compiled graph called with its inputs in a list it empties (`call_boxed`, what
+ember-autodiff's runtime does for a training backward) drops each input after its last use;
+training steps through it give eager's gradients, twice with retain_graph=True."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import ember
+from ember.inductor.pipeline import compile_graph
+from ember.prims import trace
+
+
+class _AliveAtMatmul(TorchDispatchMode):
+    """Records, at each matrix multiply, whether the watched tensor still exists."""
+
+    def __init__(self, watched: weakref.ref[torch.Tensor]) -> None:
+        super().__init__()
+        self.watched = watched
+        self.seen: list[bool] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func is torch.ops.aten.mm.default:
+            gc.collect()
+            self.seen.append(self.watched() is not None)
+        return func(*args, **(kwargs or {}))
+
+
+def _fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (x.sin() * 2) @ w  # x's last read is the sine's kernel, before the matmul
+
+
+def _inputs() -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    return [torch.randn(8, 16), torch.randn(16, 4)]
+
+
+def test_an_input_handed_over_is_freed_after_its_last_use() -> None:
+    compiled = compile_graph(trace(_fn, *_inputs()), _inputs())
+    args = _inputs()
+    expected = _fn(*args)
+    mode = _AliveAtMatmul(weakref.ref(args[0]))
+    with mode:
+        out = compiled.call_boxed(args)
+    assert args == [] and mode.seen == [False]
+    torch.testing.assert_close(out, expected)
+
+
+def test_an_input_the_caller_keeps_is_not_touched() -> None:
+    compiled = compile_graph(trace(_fn, *_inputs()), _inputs())
+    x, w = _inputs()
+    mode = _AliveAtMatmul(weakref.ref(x))
+    with mode:
+        out = compiled(x, w)
+    assert mode.seen == [True]
+    torch.testing.assert_close(out, _fn(x, w))
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4)
+    )
+
+
+def test_training_gradients_match_eager_with_retain_graph_twice() -> None:
+    model, twin = _model(), _model()
+    compiled = ember.compile(twin, backend="inductor")
+    x = torch.randn(8, 16)
+    expected = model(x).square().mean()
+    expected.backward(retain_graph=True)
+    expected.backward()
+    loss = compiled(x).square().mean()
+    loss.backward(retain_graph=True)
+    first = [p.grad.clone() for p in twin.parameters() if p.grad is not None]
+    loss.backward()
+    torch.testing.assert_close(loss, expected)
+    for got, once, want in zip(twin.parameters(), first, model.parameters()):
+        assert got.grad is not None and want.grad is not None
+        torch.testing.assert_close(2 * once, want.grad)
+        torch.testing.assert_close(got.grad, want.grad)
