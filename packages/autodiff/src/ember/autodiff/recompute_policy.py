@@ -98,12 +98,12 @@ class RecomputePolicy:
     # Save a value both halves write to memory (a library kernel reads it in each) whose
     # recompute would be a backward kernel of its own (`recompute_bans.banned_lone_recomputes`):
     # ResNet's batch-norm-ReLU outputs, read by the next convolution's backward before the
-    # batch-norm backward reads the convolution output (25 kernels, 0.55 ms on the H100). Off
-    # until the backward frees each saved value after its last use: the runtime holds every
-    # saved value to the end of the backward, so ResNet-50's 48 ReLU outputs (+570 MB at
-    # batch 32) would all add to its peak (torch.compile saves them and frees them as its
-    # backward goes).
-    save_lone_recomputes: bool = False
+    # batch-norm backward reads the convolution output (25 kernels, 0.55 ms on the H100). On
+    # since the backward frees each saved value after its last use (the runtime's boxed call,
+    # as torch.compile's): ResNet-50's 48 ReLU outputs (+570 MB saved at batch 32) leave its
+    # backward's peak at what it was without them (counted on the CPU at batch 4: 196.7 MB
+    # before, 195.1 with both).
+    save_lone_recomputes: bool = True
     # A source under 1/this of the value's bytes (a row statistic) does not count.
     small_source_ratio: int = 8
 
