@@ -85,3 +85,42 @@ def test_training_gradients_match_eager_with_retain_graph_twice() -> None:
         assert got.grad is not None and want.grad is not None
         torch.testing.assert_close(2 * once, want.grad)
         torch.testing.assert_close(got.grad, want.grad)
+
+
+class _AliveCounts(TorchDispatchMode):
+    """At each matrix multiply, how many of the watched tensors still exist."""
+
+    def __init__(self, watched: list[weakref.ref[torch.Tensor]]) -> None:
+        super().__init__()
+        self.watched = watched
+        self.counts: list[int] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default):
+            gc.collect()
+            self.counts.append(sum(ref() is not None for ref in self.watched))
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_training_backward_frees_saved_activations_as_it_goes() -> None:
+    twin = _model()
+    compiled = ember.compile(twin, backend="inductor")
+    x = torch.randn(8, 16)
+    compiled(x).square().mean().backward()  # compiled; the step below is the measured one
+    params = {id(p) for p in twin.parameters()} | {id(x)}
+    saved: list[weakref.ref[torch.Tensor]] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if id(t) not in params:
+            saved.append(weakref.ref(t))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = compiled(x).square().mean()
+    mode = _AliveCounts(saved)
+    with mode:
+        loss.backward()
+    # held to the end, every count would be len(saved): each is dropped after its last read,
+    # so by the first layer's weight gradient those of the later layers are gone
+    assert len(saved) >= 2 and mode.counts == sorted(mode.counts, reverse=True)
+    assert mode.counts[-1] < len(saved) - 1
