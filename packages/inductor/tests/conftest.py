@@ -5,6 +5,9 @@ generated for CUDA and built for an H100 (sm_90) here. The build runs in a fresh
 the interpreter off (the repository's conftest turns `TRITON_INTERPRET` on for this one) and
 no visible GPU; it answers, per case, the PTX of each generated kernel (of a template's
 kernel, for a matmul or convolution choice) for the test to check.
+
+`interpreted_case`: a case of a test module's `CASES` compiled through the Triton backend
+and run on the CPU by Triton's interpreter.
 """
 
 from __future__ import annotations
@@ -79,3 +82,30 @@ def build_for_sm90(tmp_path: Path) -> Build:
         return report
 
     return build
+
+
+Interpreted = Callable[[Callable[..., Any], Callable[[], Sequence[Any]]], tuple[list[Any], Any]]
+
+
+@pytest.fixture
+def interpreted_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Interpreted:
+    """`run(fn, make_inputs)`: `fn` traced on `make_inputs()`, compiled through the Triton
+    backend (kernels run by Triton's interpreter), called on those inputs; returns (the
+    compiled outputs as a list, the inputs)."""
+    import ember.prims as prims
+    from ember.inductor.codegen.triton import TritonBackend
+    from ember.inductor.pipeline import compile_graph
+    from ember.runtime import ArtifactCache
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+    def run(
+        fn: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]]
+    ) -> tuple[list[Any], Any]:
+        inputs = make_inputs()
+        graph = prims.trace(fn, *inputs)
+        backend = TritonBackend()
+        compiled = compile_graph(graph, inputs, backend=backend, cache=ArtifactCache(tmp_path))
+        return list(compiled(*inputs)), inputs
+
+    return run

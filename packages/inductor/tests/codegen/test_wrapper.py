@@ -5,7 +5,9 @@ view when the memory is the same."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -28,6 +30,23 @@ def test_a_complex_literal_reaches_an_extern_call() -> None:
     torch.testing.assert_close(compiled(radius, angle), torch.polar(radius, angle))
 
 
+@contextlib.contextmanager
+def _wrapper_helper_calls() -> Iterator[list[str]]:
+    """The names of the functions of codegen/wrapper.py called inside the block (the
+    generated wrapper should call none of them per extern)."""
+    helpers: list[str] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.endswith("codegen/wrapper.py"):
+            helpers.append(frame.f_code.co_name)
+
+    sys.setprofile(watch)
+    try:
+        yield helpers
+    finally:
+        sys.setprofile(None)
+
+
 def _conv_relu(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.conv2d(x, w).relu() + 1
 
@@ -46,17 +65,8 @@ def test_a_one_tensor_extern_result_needs_no_helper_call() -> None:
     compiled = compile_graph(prims.trace(_conv_relu, x, w), (x, w))
     expected = _conv_relu(x, w)
     torch.testing.assert_close(compiled(x, w), expected)
-    helpers: list[str] = []
-
-    def watch(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code.co_filename.endswith("codegen/wrapper.py"):
-            helpers.append(frame.f_code.co_name)
-
-    sys.setprofile(watch)
-    try:
+    with _wrapper_helper_calls() as helpers:
         out = compiled(x, w)
-    finally:
-        sys.setprofile(None)
     assert helpers == []
     torch.testing.assert_close(out, expected)
 
@@ -71,17 +81,8 @@ def test_an_extern_returning_tensors_needs_no_helper_call() -> None:
     compiled(x, w).sum().backward()  # compile forward and backward
     expected = torch.autograd.grad(_conv_relu(x, w).sum(), (x, w))
     x.grad = w.grad = None
-    helpers: list[str] = []
-
-    def watch(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code.co_filename.endswith("codegen/wrapper.py"):
-            helpers.append(frame.f_code.co_name)
-
-    sys.setprofile(watch)
-    try:
+    with _wrapper_helper_calls() as helpers:
         compiled(x, w).sum().backward()
-    finally:
-        sys.setprofile(None)
     assert helpers == []
     torch.testing.assert_close(x.grad, expected[0])
     torch.testing.assert_close(w.grad, expected[1])
@@ -136,17 +137,8 @@ def test_an_extern_returning_tensors_and_numbers_is_unpacked_without_helper_call
     exec(generate_wrapper(program, [node], {}, CppBackend()), namespace)  # noqa: S102
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(shape, generator=g) for _ in range(3))
-    helpers: list[str] = []
-
-    def watch(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code.co_filename.endswith("codegen/wrapper.py"):
-            helpers.append(frame.f_code.co_name)
-
-    sys.setprofile(watch)
-    try:
+    with _wrapper_helper_calls() as helpers:
         out, lse = namespace["call"]([q, k, v])
-    finally:
-        sys.setprofile(None)
     assert "flatten_result" not in helpers
     assert helpers.count("restride") == 1  # the contiguous output only
     expected = _cudnn_attention_standin(q, k, v, None, True, 0.0, True, False, scale=0.25)

@@ -203,16 +203,21 @@ def _last_uses(program: Program, scheduled: Sequence[ScheduledNode]) -> dict[str
     kept = {arg.storage for arg in program.outputs if isinstance(arg, TensorArg)}
     last: dict[str, int] = {}
     for position, item in enumerate(scheduled):
-        if isinstance(item, Kernel):
-            used = {m.node.storage for m in item.members}
-            for member in item.members:
-                used |= {str(load.args[0]) for load in member.loads()}
-        else:
-            used = item.reads() | item.writes()
-        for name in used:
+        for name in _touched(item):
             if name not in kept and not program.storages[name].is_input:
                 last[name] = position
     return last
+
+
+def _touched(item: ScheduledNode) -> set[str]:
+    """The storages a scheduled item reads or writes: a kernel's members and loads, an
+    extern's reads and writes."""
+    if not isinstance(item, Kernel):
+        return item.reads() | item.writes()
+    used = {m.node.storage for m in item.members}
+    for member in item.members:
+        used |= {str(load.args[0]) for load in member.loads()}
+    return used
 
 
 def _input_last_uses(
@@ -226,13 +231,9 @@ def _input_last_uses(
     inputs = set(program.input_storages) - kept
     last: dict[str, int] = {}
     for position, item in enumerate(scheduled):
+        used = _touched(item)
         if isinstance(item, Kernel):
-            used = {m.node.storage for m in item.members}
-            for member in item.members:
-                used |= {str(load.args[0]) for load in member.loads()}
             used |= {argument.name for argument in sources[item.name].arguments}
-        else:
-            used = item.reads() | item.writes()
         for name in used & inputs:
             last[name] = position
     return last
