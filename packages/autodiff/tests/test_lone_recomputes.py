@@ -2,8 +2,10 @@
 kernel reads in both halves and whose recompute could join no backward kernel is saved. A
 conv-BN-ReLU stack saves its ReLU outputs (the next convolution's backward needs each before
 the batch-norm backward reads the convolution output) and never recomputes them; a
-Linear-GELU-Linear block recomputes its GELU output in the GELU backward's kernel; weight casts
-stay recomputed. Training steps equal eager's (float32 and bf16 autocast)."""
+Linear-GELU-Linear block recomputes its GELU output in the GELU backward's kernel. The
+weight-copy rule (`recompute_bans.banned_weight_copies`) saves the weights' bf16 casts that the
+convolutions and matmuls read in both halves, which the backward would otherwise cast again.
+Training steps equal eager's (float32 and bf16 autocast)."""
 
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ BATCH_NORM = {
         "aten::native_batch_norm_backward.default",
     )
 }
-ON = RecomputePolicy(save_lone_recomputes=True)
-OFF = RecomputePolicy(save_lone_recomputes=False)
+ON = RecomputePolicy(save_lone_recomputes=True, save_weight_copies=False)
+OFF = RecomputePolicy(save_lone_recomputes=False, save_weight_copies=False)
+DEFAULT = RecomputePolicy()
 
 
 def _conv_bn_relu() -> nn.Module:
@@ -106,16 +109,51 @@ def test_relu_outputs_are_saved_not_recomputed(autocast: bool) -> None:
     assert set(parts.saved) == set(alone.saved) | set(relus)
     assert parts.saved_bytes == alone.saved_bytes + _nbytes(joint, relus)
     # the weights' bf16 casts (read by the convolutions in both halves, made from parameters
-    # alone) stay recomputed: saving them would hold a second copy of the weights
-    assert not [
-        name
-        for name in parts.saved
-        if targets.get(name) == "aten::_to_copy.default"
-        and joint.graph.values()[name].spec.shape[0] in (8, 4)
-        and len(joint.graph.values()[name].spec.shape) == 4
-        and joint.graph.values()[name].spec.shape[1] in (3, 8)
-        and joint.graph.values()[name].spec.shape[2] in (1, 3)
+    # alone) are not this rule's: it leaves them to the cut, which recomputes them
+    assert not set(_weight_casts(joint)) & set(parts.saved)
+
+
+def _weight_casts(joint: Any) -> list[str]:
+    """The casts of parameters (primals other than the first, the input)."""
+    params = {gi.value.name for gi in joint.graph.inputs[1 : joint.num_primals]}
+    return [
+        v.name
+        for n in joint.graph.nodes
+        if n.target == "aten::_to_copy.default" and {r.name for r in references(n)} & params
+        for v in n.output_values()
     ]
+
+
+@pytest.mark.parametrize("model", [_conv_bn_relu, _linear_gelu_linear])
+def test_weight_copies_are_saved_not_cast_again(model: Any) -> None:
+    """Under bf16 autocast every weight's cast is read by a library kernel in the forward and
+    again for the input gradient: the default policy saves each (the backward casts no
+    weight); without the rule the backward casts them again. In float32 there is nothing to
+    save and the partition is the same with the rule and without it."""
+    torch.manual_seed(0)
+    module = model()
+    x = torch.randn(2, 3, 8, 8) if isinstance(module[0], nn.Conv2d) else torch.randn(4, 5, 16)
+    joint, resident = _joint(module, x, autocast=True)
+    casts = _weight_casts(joint)
+    read_twice = [name for name in casts if len(_library_readers(joint, name)) >= 2]
+    # every convolution_backward takes its weight; the first Linear's input needs no gradient,
+    # so only the second Linear's weight is read again
+    assert len(read_twice) == (3 if isinstance(module[0], nn.Conv2d) else 1)
+    parts = partition(joint, "min_cut", resident, DEFAULT)
+    assert set(read_twice) <= set(parts.saved)
+    without = partition(joint, "min_cut", resident, RecomputePolicy(save_weight_copies=False))
+    assert not set(read_twice) & set(without.saved)
+    # without the rule the backward casts again the weights it reads through a library kernel
+    assert _recomputed_targets(without).count("aten::_to_copy.default") >= len(read_twice)
+    assert _recomputed_targets(parts).count("aten::_to_copy.default") < len(read_twice)
+    assert parts.saved_bytes == without.saved_bytes + _nbytes(joint, read_twice)
+    joint32, resident32 = _joint(model(), x, autocast=False)
+    assert (
+        partition(joint32, "min_cut", resident32, DEFAULT).saved
+        == partition(
+            joint32, "min_cut", resident32, RecomputePolicy(save_weight_copies=False)
+        ).saved
+    )
 
 
 @pytest.mark.parametrize("autocast", [False, True], ids=["float32", "bf16"])
@@ -165,7 +203,7 @@ def test_training_step_equals_eager(model: Any, autocast: bool) -> None:
     reference.load_state_dict(module.state_dict())
     x = torch.randn(2, 3, 8, 8) if isinstance(module[0], nn.Conv2d) else torch.randn(4, 5, 16)
     joint, resident = _joint(module, x, autocast)
-    parts = partition(joint, "min_cut", resident, ON)
+    parts = partition(joint, "min_cut", resident, DEFAULT)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         graph = trace(module, x)
         expected = reference(x)

@@ -105,8 +105,10 @@ def test_saving_cost_weighs_bytes_fusion_and_distance() -> None:
 
 
 def test_parameters_are_free_and_their_casts_are_recomputed() -> None:
-    """Under bf16 autocast a Linear casts its weight; the cut saves the float32 parameter (alive
-    anyway) and recomputes the cast in the backward instead of saving a bf16 copy."""
+    """Under bf16 autocast a Linear casts its weight; the cut on its own saves the float32
+    parameter (alive anyway) and recomputes the cast in the backward instead of saving a bf16
+    copy. The weight-copy rule (on by default) saves the one copy a matmul reads in both
+    halves: the second Linear's, read again for the input gradient."""
     torch.manual_seed(0)
     module = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 8))
     x = torch.randn(4, 32)
@@ -115,16 +117,21 @@ def test_parameters_are_free_and_their_casts_are_recomputed() -> None:
     primals, resident = _primals(module, x)
     joint = trace_joint(graph, [False] + [True] * len(resident))
     without = partition(joint, "min_cut")
-    parts = partition(joint, "min_cut", resident)
+    cut_alone = RecomputePolicy(save_weight_copies=False)
+    parts = partition(joint, "min_cut", resident, cut_alone)
     producer = {v.name: n.target for n in joint.graph.nodes for v in n.output_values()}
     weights = {joint.graph.input_leaves[i].name for i in resident}
-    saved_casts = [
-        name
-        for name in parts.saved
-        if producer.get(name) == "aten::_to_copy.default"
-        and joint.graph.values()[name].spec.shape in ((64, 32), (8, 64))
-    ]
-    assert saved_casts == []
+
+    def saved_casts(saved: list[str]) -> list[tuple[int, ...]]:
+        return [
+            tuple(joint.graph.values()[name].spec.shape)
+            for name in saved
+            if producer.get(name) == "aten::_to_copy.default"
+            and joint.graph.values()[name].spec.shape in ((64, 32), (8, 64))
+        ]
+
+    assert saved_casts(parts.saved) == []
+    assert saved_casts(partition(joint, "min_cut", resident).saved) == [(8, 64)]
     assert weights & set(parts.saved)  # the parameters themselves are saved instead
     activation = sum(
         math.prod(joint.graph.values()[n].spec.shape) * joint.graph.values()[n].spec.dtype.itemsize

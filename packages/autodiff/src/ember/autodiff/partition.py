@@ -24,6 +24,7 @@ from ember.autodiff.recompute_bans import (
     banned_for_extra_reads,
     banned_lone_recomputes,
     banned_narrowed_normalizations,
+    banned_weight_copies,
 )
 from ember.autodiff.recompute_policy import (
     DEFAULT_POLICY,
@@ -331,6 +332,10 @@ def _min_cut_saved(layout: _Layout, free: set[str], policy: RecomputePolicy) -> 
             ],
             extra_read_bans,
             policy,
+        )
+    if policy.save_weight_copies:
+        extra_read_bans |= banned_weight_copies(
+            required, layout.graph.nodes, layout.producer, free, library_twice, extra_read_bans
         )
     for name in candidates:
         network.add_edge(f"{name}:in", f"{name}:out", weights[name])

@@ -104,6 +104,12 @@ class RecomputePolicy:
     # backward's peak at what it was without them (counted on the CPU at batch 4: 196.7 MB
     # before, 195.1 with both).
     save_lone_recomputes: bool = True
+    # Save the copies of the weights (their bf16 casts under autocast) that a library kernel
+    # reads in both halves (`recompute_bans.banned_weight_copies`): recomputed, the backward
+    # casts every weight again (Llama-8L: 0.56 ms of casts a step against torch.compile's
+    # 0.27 on the H100); saved, a copy of the weights (Llama-8L +244 MB) is held into the
+    # backward and freed at its last use there, as torch.compile does.
+    save_weight_copies: bool = True
     # A source under 1/this of the value's bytes (a row statistic) does not count.
     small_source_ratio: int = 8
 
