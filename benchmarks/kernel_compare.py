@@ -16,14 +16,20 @@ process (bf16 autocast by default). Per backend it records:
   class (matmul, convolution, attention, layout conversion, copy, generated pointwise,
   generated reduction, other ATen) so that the backends compare row by row.
 
-Models run in separate processes (`--jobs` at once; a crash cannot poison another's CUDA
-context); measurement windows are exclusive (benchmarks' `MeasurementLock`, which pauses the
-other workers), compiles overlap.
+`--compile-mode` (default, reduce-overhead, max-autotune) is passed to both compilers; under
+the CUDA-graph modes every timed step starts with the compiler's step marker, and the report
+adds each compiler's geomean speedup over eager per mode and its first-call seconds (compile
+and autotuning). Models run in separate processes, or one per model and mode with
+`--split-modes` (benchmarks/kernel_compare_runner.py: `--jobs` at once, a `--budget` after
+which cases still running are killed and recorded); measurement windows are exclusive
+(benchmarks' `MeasurementLock`, which pauses the other workers), compiles overlap.
 
     python -m benchmarks.kernel_compare --models hf_gpt2,hf_resnet --out OUT
+    python -m benchmarks.kernel_compare --compile-mode max-autotune --split-modes --jobs 10 ...
     python -m benchmarks.kernel_compare --report OUT/results.jsonl --out docs/perf/x
 
-Writes `results.jsonl` (one record per model, mode and backend) and `kernels.md`.
+Writes `results.jsonl` (one record per model, mode and backend), `kernels.md` and
+`workers.log` (the last lines of each worker's output), and prints the summary at the end.
 """
 
 from __future__ import annotations
@@ -36,12 +42,10 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +54,9 @@ import torch
 
 DEFAULT_MODELS = "hf_resnet,hf_vit,hf_gpt2,hf_bert,hf_llama"
 BACKENDS = ("eager", "torch.compile", "ember", "ember-noreuse")
+COMPILERS = ("torch.compile", "ember")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+CUDAGRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})  # both compilers replay graphs
 LEARNING_RATE = 1e-3
 
 # Library kernel classes, by the launching ATen op or the kernel's name (first match wins).
@@ -60,7 +67,8 @@ LIBRARY_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "matmul",
         re.compile(
-            r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm)$|gemm|cutlass|xmma|cublas", re.I
+            r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm)$|gemm|cutlass|xmma|cublas|nvjet",
+            re.I,
         ),
     ),
     ("copy", re.compile(r"aten::(copy_|clone|contiguous|_to_copy|to)$|memcpy|memset", re.I)),
@@ -69,6 +77,7 @@ LIBRARY_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
 GENERATED_CAST = re.compile(
     r"triton_(poi_)?fused_(_to_copy|convert_element_type)(_\d+|_[0-9a-f]{16})?$"
 )
+ATEN_KERNEL = re.compile(r"(void )?(at::native::|at_cuda_detail::)")
 GENERATED_REDUCTION = re.compile(
     r"^triton_(red|per)_|_(sum|amax|amin|argmax|argmin|prod|var|mean)", re.I
 )
@@ -86,7 +95,8 @@ def classify(kernel: str, op: str) -> str:
     for name, pattern in LIBRARY_CLASSES:
         if pattern.search(op) or pattern.search(kernel):
             return name
-    return "other ATen" if op.startswith("aten::") else "other"
+    # a replayed CUDA graph's kernels have no launching op: ATen's own go by their namespace
+    return "other ATen" if op.startswith("aten::") or ATEN_KERNEL.match(kernel) else "other"
 
 
 def short_kernel(name: str) -> str:
@@ -105,9 +115,31 @@ def short_kernel(name: str) -> str:
 # --------------------------------------------------------------------------- trace parsing
 
 
+def trace_events(path: Path) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = json.loads(path.read_text()).get("traceEvents", [])
+    return events
+
+
 def kernels_from_trace(path: Path, steps: int) -> list[dict[str, Any]]:
     """Device activity of a Chrome trace grouped by (kernel, launching op): ms per step."""
-    events = json.loads(path.read_text()).get("traceEvents", [])
+    return kernels_from_events(trace_events(path), steps)
+
+
+def graph_launches(events: list[dict[str, Any]], steps: int) -> float:
+    """CUDA graph launches per step (runtime or driver API calls): under the CUDA-graph modes
+    the kernels of a replay are recorded like any other (CUPTI traces graph kernels), and
+    this count says that the steps did replay graphs."""
+    calls = sum(
+        1
+        for event in events
+        if event.get("cat") in ("cuda_runtime", "cuda_driver")
+        and "GraphLaunch" in str(event.get("name", ""))
+    )
+    return calls / steps
+
+
+def kernels_from_events(events: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
+    """`kernels_from_trace` over a trace's events."""
     ops: dict[int, tuple[float, str]] = {}  # external id -> (duration, op name): innermost wins
     for event in events:
         if event.get("cat") != "cpu_op":
@@ -149,18 +181,55 @@ def kernels_from_trace(path: Path, steps: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- one worker
 
 
-def _compile(backend: str, module: torch.nn.Module) -> Callable[..., Any]:
+def mode_argument(compile_mode: str) -> str | None:
+    """The `mode=` both `torch.compile` and `ember.compile` get: None (their default, as when
+    it is not passed) in the default mode."""
+    return None if compile_mode == "default" else compile_mode
+
+
+def _compile(backend: str, module: torch.nn.Module, compile_mode: str) -> Callable[..., Any]:
+    """The module compiled by `backend` with `compile_mode`."""
+    mode = mode_argument(compile_mode)
     if backend == "eager":
         return module
     if backend == "torch.compile":
-        return torch.compile(module)
+        return torch.compile(module, mode=mode)
     import ember
     from ember.inductor.backend import inductor
 
     # ember-noreuse: every buffer allocated fresh (what memory planning saves)
     os.environ["EMBER_INDUCTOR_REUSE_BUFFERS"] = "0" if backend == "ember-noreuse" else "1"
     # the function itself: a source tree has no entry points to find it by name
-    return ember.compile(module, backend=inductor)
+    return ember.compile(module, backend=inductor, mode=mode)
+
+
+def step_marker(backend: str, compile_mode: str) -> Callable[[], None] | None:
+    """What starts a step of `backend`'s CUDA graph trees (torch.compiler's or ember's
+    `cudagraph_mark_step_begin`), or None where no graphs replay. Both trees tell steps apart
+    on their own (a forward after the backward, the first graph called again); the marker
+    makes it explicit, as both compilers' documentation asks of a loop."""
+    if compile_mode not in CUDAGRAPH_MODES or backend == "eager":
+        return None
+    if backend == "torch.compile":
+        return torch.compiler.cudagraph_mark_step_begin
+    import ember
+
+    marker: Callable[[], None] = ember.cudagraph_mark_step_begin
+    return marker
+
+
+def marked_step(
+    step: Callable[[], object], marker: Callable[[], None] | None
+) -> Callable[[], object]:
+    """`step` preceded by `marker` (None: `step` itself)."""
+    if marker is None:
+        return step
+
+    def marked() -> object:
+        marker()
+        return step()
+
+    return marked
 
 
 def _reset(backend: str) -> None:
@@ -232,6 +301,10 @@ def _first_value(result: object, mode: str, module: torch.nn.Module) -> torch.Te
     return torch.cat([result.detach().float().reshape(1), *grads]).cpu()
 
 
+def _no_pause(start: float, end: float) -> float:
+    return 0.0
+
+
 def measure(
     model: str,
     mode: str,
@@ -240,12 +313,17 @@ def measure(
     args: argparse.Namespace,
     hold: Any,
     reference: dict[str, torch.Tensor],
+    paused: Callable[[float, float], float] = _no_pause,
 ) -> dict[str, Any]:
+    """One case. `paused(start, end)`: seconds other workers' measurements paused this
+    process between two monotonic times (left out of `compile_s`)."""
     from benchmarks.case import autocast_for, make_step
     from benchmarks.models import build_workload, spec
 
     device = torch.device("cuda")
+    compile_mode = args.compile_mode
     record: dict[str, Any] = {"model": model, "mode": mode, "dtype": dtype, "backend": backend}
+    record["compile_mode"] = compile_mode
     workload = build_workload(spec(model), "gpu", mode)
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
@@ -258,7 +336,7 @@ def measure(
         else None
     )
     started = time.monotonic()
-    run = _compile(backend, module)
+    run = _compile(backend, module, compile_mode)
     if optimizer is not None:  # the first step's gradients, before any update
         optimizer.zero_grad(set_to_none=True)
         with autocast_for(device, dtype):
@@ -270,7 +348,10 @@ def measure(
         with torch.no_grad(), autocast_for(device, dtype):
             value = _first_value(run(*inputs), mode, module)
     torch.cuda.synchronize()
-    record["first_call_s"] = time.monotonic() - started
+    ended = time.monotonic()
+    record["first_call_s"] = ended - started
+    record["paused_s"] = paused(started, ended)
+    record["compile_s"] = record["first_call_s"] - record["paused_s"]
     if backend == "eager":
         reference[mode] = value
     elif mode in reference and reference[mode].shape == value.shape:
@@ -278,11 +359,15 @@ def measure(
         error = (value - expected).norm() / expected.norm().clamp_min(1e-12)
         record["rel_error_vs_eager"] = float(error)
     del value
-    step = make_step(run, inputs, mode, dtype, device, optimizer)
+    step = marked_step(
+        make_step(run, inputs, mode, dtype, device, optimizer), step_marker(backend, compile_mode)
+    )
     with hold():
-        for _ in range(args.warmup):
+        warming = time.monotonic()
+        for _ in range(args.warmup):  # under CUDA graphs: warm-up runs and recording
             step()
         torch.cuda.synchronize()
+        record["warmup_s"] = time.monotonic() - warming
         torch.cuda.reset_peak_memory_stats()
         record["wall_ms"] = _median_ms(step, args.steps)
         record["peak_mib"] = (torch.cuda.max_memory_allocated() - base) / 2**20
@@ -292,17 +377,21 @@ def measure(
             for _ in range(args.profile_steps):
                 step()
             torch.cuda.synchronize()
-        with tempfile.TemporaryDirectory() as folder:
-            trace = Path(folder) / "trace.json"
-            prof.export_chrome_trace(str(trace))
-            kernels = kernels_from_trace(trace, args.profile_steps)
-        record["kernels"] = kernels
-        record["gpu_ms"] = sum(k["ms_per_step"] for k in kernels)
-        if backend == "ember":
+        if backend == "ember" and compile_mode not in CUDAGRAPH_MODES:
+            # (it synchronizes inside each graph call: not while graphs record or replay)
             graphs: list[dict[str, Any]] = []
             with _graph_memory(graphs):
                 step()
             record["graph_memory"] = graphs
+    with tempfile.TemporaryDirectory() as folder:  # reading the trace needs no lock
+        trace = Path(folder) / "trace.json"
+        prof.export_chrome_trace(str(trace))
+        events = trace_events(trace)
+    kernels = kernels_from_events(events, args.profile_steps)
+    record["kernels"] = kernels
+    record["gpu_ms"] = sum(k["ms_per_step"] for k in kernels)
+    record["graph_launches_per_step"] = graph_launches(events, args.profile_steps)
+    del events, prof
     del run, step, optimizer, module, inputs
     _reset(backend)
     torch.cuda.synchronize()
@@ -316,6 +405,7 @@ def worker(args: argparse.Namespace) -> None:
     lock = MeasurementLock(Path(args.lock), pause_others=True, drain_s=0.1)
     lock.register()
     out = Path(args.out) / "results.jsonl"
+    print(f"worker {args.worker} {args.modes} pid {os.getpid()}", flush=True)
     reference: dict[str, torch.Tensor] = {}
     for mode in args.modes.split(","):
         backends = args.backends.split(",")
@@ -324,7 +414,10 @@ def worker(args: argparse.Namespace) -> None:
         for backend in backends:
             started = time.monotonic()
             try:
-                record = measure(args.worker, mode, args.dtype, backend, args, lock.hold, reference)
+                record = measure(
+                    args.worker, mode, args.dtype, backend, args, lock.hold, reference,
+                    lock.paused_between,
+                )  # fmt: skip
                 record["status"] = "ok"
             except Exception as error:  # recorded; the next case runs
                 record = {
@@ -332,6 +425,7 @@ def worker(args: argparse.Namespace) -> None:
                     "mode": mode,
                     "dtype": args.dtype,
                     "backend": backend,
+                    "compile_mode": args.compile_mode,
                     "status": "error",
                     "error": f"{type(error).__name__}: {error}"[:600],
                     "traceback": traceback.format_exc()[-2000:],
@@ -340,8 +434,8 @@ def worker(args: argparse.Namespace) -> None:
             record["case_s"] = time.monotonic() - started
             with out.open("a") as stream:
                 stream.write(json.dumps(record) + "\n")
-            keys = ("model", "mode", "backend", "status", "gpu_ms", "wall_ms", "peak_mib")
-            keys += ("first_call_s", "rel_error_vs_eager", "error")
+            keys = ["model", "mode", "backend", "status", "gpu_ms", "wall_ms", "peak_mib"]
+            keys += ["first_call_s", "compile_s", "rel_error_vs_eager", "error"]
             summary = {k: record.get(k) for k in keys}
             print(json.dumps(summary), flush=True)
 
@@ -362,165 +456,7 @@ def environment() -> dict[str, Any]:
     return info
 
 
-def run_all(args: argparse.Namespace) -> Path:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "environment.json").write_text(json.dumps(environment()))
-    lock = out / "measure.lock"
-    pending = [m for m in args.models.split(",") if m]
-    running: list[tuple[str, subprocess.Popen[bytes], float]] = []
-    deadline = time.monotonic() + args.budget
-    logs = out / "logs"
-    logs.mkdir(exist_ok=True)
-    while pending or running:
-        while pending and len(running) < args.jobs:
-            model = pending.pop(0)
-            command = [
-                sys.executable, "-m", "benchmarks.kernel_compare", "--worker", model,
-                "--out", str(out), "--lock", str(lock), "--modes", args.modes,
-                "--backends", args.backends, "--dtype", args.dtype, "--steps", str(args.steps),
-                "--warmup", str(args.warmup), "--profile-steps", str(args.profile_steps),
-                "--noreuse-modes", args.noreuse_modes,
-            ]  # fmt: skip
-            log = (logs / f"{model}.log").open("wb")
-            process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-            running.append((model, process, time.monotonic()))
-        time.sleep(1.0)
-        for entry in list(running):
-            model, process, _ = entry
-            if process.poll() is not None:
-                running.remove(entry)
-                print(f"{model}: exit {process.returncode}", flush=True)
-            elif time.monotonic() > deadline:
-                os.killpg(process.pid, 9)
-                running.remove(entry)
-                print(f"{model}: killed at the budget", flush=True)
-    results = out / "results.jsonl"
-    if results.exists():
-        (out / "kernels.md").write_text(report([results], _environment(out)))
-    return results
-
-
-# --------------------------------------------------------------------------- report
-
-
-def _load(paths: list[Path]) -> list[dict[str, Any]]:
-    records = []
-    for path in paths:
-        for line in path.read_text().splitlines():
-            if line.strip():
-                records.append(json.loads(line))
-    return records
-
-
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
-def _error(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1e}"
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return "–" if not a or not b else f"{a / b:.2f}x"
-
-
-def _environment(folder: Path) -> dict[str, Any]:
-    path = folder / "environment.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def report(paths: list[Path], env: dict[str, Any] | None = None, top: int = 12) -> str:
-    records = _load(paths)
-    by_case: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
-    for record in records:
-        by_case[(record["model"], record["mode"])][record["backend"]] = record
-    lines = [
-        "# Kernel comparison: eager, torch.compile and ember",
-        "",
-        "GPU ms: kernel, memcpy and memset time per step (profiler); wall ms: median step "
-        "(CUDA events, no profiler); peak: max allocated over the timed steps minus what was "
-        "allocated before the module was built. Ratios are ember / torch.compile (lower is "
-        "better for both). Error: relative L2 of the first step's logits (inference) or loss and "
-        "gradients (training) against eager's.",
-        "",
-        "Environment: " + ", ".join(f"{k} {v}" for k, v in (env or {}).items() if v),
-        "",
-        "| model | mode | eager GPU ms | torch.compile GPU ms | ember GPU ms | ember/tc GPU | "
-        "eager wall ms | tc wall ms | ember wall ms | eager peak MiB | tc peak MiB | "
-        "ember peak MiB | ember/tc peak | ember peak, no reuse | tc error | ember error |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-        "| --- | --- |",
-    ]
-    for (model, mode), cases in sorted(by_case.items()):
-
-        def get(backend: str, key: str, cases: dict[str, dict[str, Any]] = cases) -> Any:
-            return cases.get(backend, {}).get(key)
-
-        lines.append(
-            f"| {model} | {mode} | {_fmt(get('eager', 'gpu_ms'))} | "
-            f"{_fmt(get('torch.compile', 'gpu_ms'))} | {_fmt(get('ember', 'gpu_ms'))} | "
-            f"{_ratio(get('ember', 'gpu_ms'), get('torch.compile', 'gpu_ms'))} | "
-            f"{_fmt(get('eager', 'wall_ms'))} | {_fmt(get('torch.compile', 'wall_ms'))} | "
-            f"{_fmt(get('ember', 'wall_ms'))} | {_fmt(get('eager', 'peak_mib'), 0)} | "
-            f"{_fmt(get('torch.compile', 'peak_mib'), 0)} | {_fmt(get('ember', 'peak_mib'), 0)} | "
-            f"{_ratio(get('ember', 'peak_mib'), get('torch.compile', 'peak_mib'))} | "
-            f"{_fmt(get('ember-noreuse', 'peak_mib'), 0)} | "
-            f"{_error(get('torch.compile', 'rel_error_vs_eager'))} | "
-            f"{_error(get('ember', 'rel_error_vs_eager'))} |"
-        )
-    errors = [r for r in records if r.get("status") != "ok"]
-    if errors:
-        lines += ["", "Errors:", ""]
-        lines += [f"- {r['model']} {r['mode']} {r['backend']}: {r.get('error')}" for r in errors]
-    for (model, mode), cases in sorted(by_case.items()):
-        lines += ["", f"## {model} {mode}", "", "By class (ms per step):", ""]
-        backends = [b for b in BACKENDS[:3] if cases.get(b, {}).get("status") == "ok"]
-        if not backends:
-            lines.append("No backend ran.")
-            continue
-        totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        for backend in backends:
-            for kernel in cases[backend]["kernels"]:
-                totals[kernel["class"]][backend] += kernel["ms_per_step"]
-        lines.append("| class | " + " | ".join(backends) + " |")
-        lines.append("| --- |" + " --- |" * len(backends))
-        for name, row in sorted(totals.items(), key=lambda item: -max(item[1].values())):
-            lines.append(
-                f"| {name} | " + " | ".join(_fmt(row.get(b, 0.0), 3) for b in backends) + " |"
-            )
-        for backend in backends:
-            kernels = cases[backend]["kernels"]
-            lines += [
-                "",
-                f"Top kernels, {backend} ({len(kernels)} distinct):",
-                "",
-                "| ms/step | calls/step | class | launching op | kernel |",
-                "| --- | --- | --- | --- | --- |",
-            ]
-            for kernel in kernels[:top]:
-                lines.append(
-                    f"| {kernel['ms_per_step']:.3f} | {kernel['calls_per_step']:g} | "
-                    f"{kernel['class']} | {kernel['op'] or '–'} | `{kernel['kernel']}` |"
-                )
-        graphs = cases.get("ember", {}).get("graph_memory")
-        if graphs:
-            lines += [
-                "",
-                "ember graphs' memory (MiB: allocated at entry, peak inside, at exit):",
-                "",
-            ]
-            for graph in graphs:
-                lines.append(
-                    f"- {graph['graph']}: {graph['entry_mib']:.0f} / {graph['peak_mib']:.0f} / "
-                    f"{graph['exit_mib']:.0f}"
-                )
-    return "\n".join(lines) + "\n"
-
-
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default=DEFAULT_MODELS)
     parser.add_argument("--modes", default="inference,training")
@@ -529,29 +465,62 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--profile-steps", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=3, help="worker processes at once")
+    parser.add_argument(
+        "--compile-mode",
+        default="default",
+        choices=COMPILE_MODES,
+        help="mode= of both torch.compile and ember.compile (default: none passed)",
+    )
+    parser.add_argument(
+        "--split-modes",
+        action="store_true",
+        help="one worker per model and mode (each runs eager first) instead of one per model",
+    )
+    parser.add_argument(
+        "--compile-threads",
+        type=int,
+        default=0,
+        help="each worker's compile processes (TORCHINDUCTOR_ and EMBER_COMPILE_THREADS)",
+    )
+    parser.add_argument(
+        "--log-lines", type=int, default=40, help="each worker's last lines in workers.log"
+    )
     parser.add_argument(
         "--noreuse-modes",
         default="",
         help="modes that also run ember with EMBER_INDUCTOR_REUSE_BUFFERS=0 (ember-noreuse)",
     )
-    parser.add_argument("--budget", type=float, default=540.0)
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=540.0,
+        help="seconds; workers still running then are killed, their cases recorded as killed",
+    )
     parser.add_argument("--out", default="kernel-compare")
     parser.add_argument("--report", nargs="*", help="results.jsonl files: write kernels.md only")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--lock", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     if args.report:
+        from benchmarks.kernel_compare_report import environment_of, report
+
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         folder = Path(args.report[0]).parent
         (out / "kernels.md").write_text(
-            report([Path(p) for p in args.report], _environment(folder))
+            report([Path(p) for p in args.report], environment_of(folder))
         )
         return
     if args.worker:
         worker(args)
         return
+    from benchmarks.kernel_compare_runner import run_all
+
     run_all(args)
 
 
