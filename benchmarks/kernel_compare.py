@@ -62,7 +62,7 @@ LEARNING_RATE = 1e-3
 # Library kernel classes, by the launching ATen op or the kernel's name (first match wins).
 LIBRARY_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("layout conversion", re.compile(r"nchwToNhwc|nhwcToNchw|convertTensor", re.I)),
-    ("attention", re.compile(r"scaled_dot_product|flash|fmha|attention", re.I)),
+    ("attention", re.compile(r"scaled_dot_product|flash|fmha|attention|sdpa|cudnn::fusion", re.I)),
     ("convolution", re.compile(r"convolution|conv2d|cudnn|implicit_gemm|fprop|dgrad|wgrad", re.I)),
     (
         "matmul",

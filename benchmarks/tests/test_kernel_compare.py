@@ -113,6 +113,9 @@ def test_replayed_graph_kernels_are_counted_and_classed(tmp_path: Path) -> None:
     assert graph_launches(trace_events(path), steps=2) == 1.0
     classes = {k["kernel"][:5]: k["class"] for k in kernels_from_trace(path, steps=1)}
     assert classes == {"nvjet": "matmul", "at::n": "other ATen"}
+    # cuDNN's attention kernels without their op (not "cudnn" convolutions)
+    assert classify("cudnn::fusion::compute_dot_do_o_specialized<true>", "") == "attention"
+    assert classify("sm90_xmma_fprop_implicit_gemm_bf16bf16", "") == "convolution"
 
 
 def test_compile_mode_reaches_both_compilers_and_workers(tmp_path: Path) -> None:
