@@ -21,6 +21,7 @@ and compiled step time (CUDA events over back-to-back steps), the first call's t
 (compile and autotuning), ember's choices (template or cuBLAS) and the values against eager.
 
     python -m benchmarks.gemm_templates --out OUT [--budget 200] [--smoke] [--suite MODELS]
+        [--only epilogue]
 
 `--smoke` runs tiny float32 shapes on the CPU under TRITON_INTERPRET=1 (the script's own
 check; with `--suite`, small models). Writes OUT/gemm.jsonl and prints one line a
@@ -465,6 +466,9 @@ def main() -> None:
     parser.add_argument("--modes", default="inference")
     parser.add_argument("--sweep-budget", type=float, default=None,
                         help="seconds for the GEMM cases before the suite (default: all)")  # fmt: skip
+    parser.add_argument("--only", default="",
+                        help="run only these GEMM cases, e.g. epilogue (of gemm, epilogue, "
+                        "torch.compile, mlp, conv; default: all)")  # fmt: skip
     parser.add_argument("--worker", default="", help=argparse.SUPPRESS)  # model:mode:backend
     options = parser.parse_args()
     from ember.prims.logs import topic_logger
@@ -510,7 +514,11 @@ def main() -> None:
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v
                           for k, v in record.items()}), flush=True)  # fmt: skip
 
+    only = {case for case in options.only.split(",") if case}
+
     def attempt(name: str, fn: Callable[[], dict[str, Any]]) -> None:
+        if only and name.split()[0] not in only:
+            return
         if time.perf_counter() > sweep_end:
             emit({"case": name, "skipped": "time"})
             return

@@ -20,7 +20,8 @@ rounded to the result dtype as eager rounds it), and the fused epilogue's member
 tile. Their loop variables are the tile's rows (`[BLOCK_M, 1]`) and columns (`[1, BLOCK_N]`)
 when the loops split there, else are recovered from the flat index (`xindex`, 2-D): every
 load of the result takes the register, other loads (bias, residual) read memory at their
-own indices under the rows', the columns' or the tile's mask, stores under the tile's.
+own indices under the rows', the columns' or the tile's mask, stores under the tile's. A
+float32 erf (GELU's) is libdevice's `erff` as straight-line code (`epilogue_erf.py`).
 """
 
 from __future__ import annotations
@@ -31,15 +32,23 @@ import torch
 from ember.inductor.codegen.backend import KernelArgument, KernelSource
 from ember.inductor.codegen.kernel_names import name_by_content
 from ember.inductor.codegen.triton.kernel import TritonKernelWriter
-from ember.inductor.codegen.triton.ops import HALF_TYPES, POINTER_TYPES, TRITON_TYPES
+from ember.inductor.codegen.triton.ops import (
+    HALF_TYPES,
+    POINTER_TYPES,
+    TRITON_TYPES,
+    compute_type,
+)
+from ember.inductor.ir.body import BodyValue
 from ember.inductor.ir.indexing import Expr
 from ember.inductor.ir.program import Program
 from ember.inductor.templates.configs import GRID_UNIT, gemm_configs
+from ember.inductor.templates.epilogue_erf import erf_lines
 from ember.inductor.templates.gemm import Gemm, GemmKernel, Operand
 from ember.inductor.templates.tma import TmaOperand, descriptor_line, tma_operands
 
 # UPCAST (0 on GPUs) makes tl.dot take float32 operands: Triton 3.6's interpreter multiplies
-# bfloat16 blocks wrongly (it reads their bits as integers), so interpreted runs set it.
+# bfloat16 blocks wrongly (it reads their bits as integers), so interpreted runs set it; they
+# also take the epilogue's erf from the interpreter's libdevice stand-in (eager's, torch's).
 CONSTEXPRS = (
     "XBLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "UPCAST", "TMA", "PROGRAMS", "ITERATIONS",
     "SPLIT_K", "K_CHUNK",
@@ -154,6 +163,23 @@ class GemmWriter(TritonKernelWriter):
             launch=launch,
             grid=[str(numel)],
         )
+
+    def _expression(self, node: BodyValue, names: dict[int, str]) -> str:
+        """As a pointwise kernel's, but a float32 erf is libdevice's as straight-line code
+        (`epilogue_erf.py`: no per-element coefficient moves on the tile's 128 values a
+        thread); interpreted runs keep the stand-in."""
+        if node.op != "erf" or compute_type(node.dtype) != "tl.float32":
+            return super()._expression(node, names)
+        (operand,) = node.args
+        assert isinstance(operand, BodyValue)
+        x = self.value(operand, names)
+        lines, result = erf_lines(x, self.fresh)
+        with self.block("if UPCAST:"):
+            self.line(f"{result} = libdevice.erf({x})")
+        with self.block("else:"):
+            for line in lines:
+                self.line(line)
+        return result
 
     def _use(self, storage: str) -> str:
         self.storages[storage] = None
