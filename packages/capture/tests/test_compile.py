@@ -94,3 +94,35 @@ def test_compiled_module_shares_state_and_is_an_instance() -> None:
     with torch.no_grad():
         model.weight.zero_()
     torch.testing.assert_close(compiled(torch.ones(1, 3)), model(torch.ones(1, 3)))
+
+
+def test_graph_names_the_inputs_that_are_parameters_and_buffers() -> None:
+    """`meta["state_inputs"]`: the positions a CUDA graph may read in place (a module's
+    parameters and buffers), not the user's tensors or plain tensor attributes."""
+    seen = []
+
+    def backend(graph, example_inputs):
+        seen.append((graph, list(example_inputs)))
+        return lambda *args: graph_run(graph, args)
+
+    def graph_run(graph, args):
+        from ember.prims import run
+
+        return run(graph, *args)
+
+    class Norm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(4))
+            self.register_buffer("shift", torch.zeros(4))
+            self.plain = torch.full((4,), 2.0)  # an attribute, not a buffer
+
+        def forward(self, x):
+            return x * self.scale + self.shift + self.plain
+
+    model = Norm()
+    x = torch.randn(4)
+    torch.testing.assert_close(ember_compile(model, backend=backend)(x), model(x))
+    ((graph, inputs),) = seen
+    state = [inputs[int(p)] for p in graph.meta["state_inputs"].split(",")]
+    assert {id(t) for t in state} == {id(model.scale), id(model.shift)}

@@ -17,12 +17,14 @@ class FakeRecording:
                  args: list[Any]) -> None:  # fmt: skip
         self.recorder = recorder
         self.call = call
-        self.args = args
+        # its own list: the call may empty the one it gets, and tensors donated to it must
+        # stay allocated (a CUDA pool keeps freed memory; here it would go back to malloc)
+        self.args = list(args)
         self.outputs = tuple(call(args))
 
     def replay(self) -> None:
         self.recorder.replays += 1
-        for owned, new in zip(self.outputs, self.call(self.args)):
+        for owned, new in zip(self.outputs, self.call(list(self.args))):
             if isinstance(owned, torch.Tensor) and owned.data_ptr() != new.data_ptr():
                 owned.copy_(new)
 

@@ -93,6 +93,10 @@ class _CompiledFunction(torch.autograd.Function):
             args = [*ctx.saved_tensors, *tangents]
             del tangents
             ctx.maybe_clear_saved_tensors()
+            if _saved_kept(ctx):
+                # retain_graph=True: another backward reads them, so the call must leave them
+                # alone (the boxed call lets a CUDA graph reuse their memory)
+                return (None, *_as_tuple(step.backward(*args)))
             return (None, *_as_tuple(step.boxed_backward(args)))
         saved = ctx.saved_tensors
         if not torch.is_grad_enabled():
@@ -304,3 +308,13 @@ def _as_tuple(results: Any) -> tuple[Any, ...]:
     if isinstance(results, (tuple, list)):
         return tuple(results)
     return (results,)
+
+
+def _saved_kept(ctx: Any) -> bool:
+    """Whether autograd kept `ctx`'s saved values after `maybe_clear_saved_tensors()` (the
+    graph is retained for another backward)."""
+    try:
+        kept = ctx.saved_tensors
+    except RuntimeError:  # freed: the usual backward
+        return False
+    return kept is not None

@@ -36,7 +36,7 @@ from ember.capture.codegen import Continuation, OutputPlan, SideEffectPlan, entr
 from ember.capture.dynamic import DynamicPolicy
 from ember.capture.guards.check import build_check
 from ember.capture.guards.kinds import Guard, GuardKind, autocast_state
-from ember.capture.guards.source import AttrSource, ItemSource, LocalSource
+from ember.capture.guards.source import AttrSource, ItemSource, LocalSource, ModuleEntrySource
 from ember.capture.guards.symbolic import SizeCondition
 from ember.capture.reconstruct import REPLACE_DICT, REPLACE_LIST, CompileCallee, Reconstructor
 from ember.capture.resume import STACK_PREFIX, resume_function
@@ -197,6 +197,9 @@ def _capture(
         _guard_storage_offsets(session, graph)
         graph.name = _graph_name(fn)
         graph.meta = {"pass": "capture", "time_ms": f"{(time.perf_counter() - started) * 1e3:.1f}"}
+        state = _state_inputs(session, graph)
+        if state:
+            graph.meta["state_inputs"] = state
         if logs.graphs.isEnabledFor(logging.INFO):
             logs.graphs.info("captured %s:\n%s", fn.__qualname__, graph)
         compiled = compiler(cross_boundary(graph, "capture -> backend"), example_inputs)
@@ -404,6 +407,26 @@ def _continuation(
 # ATen ops whose offset argument counts from the start of the input's storage, not from its
 # first element: a Graph holding one is right only for the storage offsets it was captured with.
 _ABSOLUTE_OFFSET_OPS = ("aten::as_strided", "aten::as_strided_", "aten::as_strided_scatter")
+
+
+def _state_inputs(session: CaptureSession, graph: Graph) -> str:
+    """The positions (comma-separated) of the Graph inputs that are module parameters or
+    buffers: tensors that live as long as their module, at one address, which a CUDA graph
+    may read in place rather than copy (ember-inductor's reduce-overhead)."""
+    positions = {graph_input.value.name: i for i, graph_input in enumerate(graph.inputs)}
+    state = [
+        positions[entry.value_name]
+        for entry in session.inputs
+        if entry.value_name in positions
+        and (
+            isinstance(entry.tensor, torch.nn.Parameter)
+            or (
+                isinstance(entry.source, ModuleEntrySource)
+                and entry.source.table in ("_parameters", "_buffers")
+            )
+        )
+    ]
+    return ",".join(map(str, sorted(state)))
 
 
 def _guard_storage_offsets(session: CaptureSession, graph: Graph) -> None:

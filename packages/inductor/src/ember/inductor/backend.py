@@ -68,7 +68,11 @@ def inductor(
     with autocast_disabled():  # the Graph holds autocast's casts already
         if mode in CUDAGRAPH_MODES:
             return _compile_for_mode(
-                graph, example_inputs, _compile, _CudaGraphs(graph), cache=config.cache
+                graph,
+                example_inputs,
+                _compile,
+                _CudaGraphs(graph, example_inputs),
+                cache=config.cache,
             )
         return _compile_for_mode(graph, example_inputs, _compile, cache=config.cache)
 
@@ -107,12 +111,21 @@ class _SavedLayouts:
 
 class _CudaGraphs:
     """Puts each compiled graph of one captured Graph on the CUDA graph tree. Tensors of the
-    captured Graph's constants (parameters, buffers) are static inputs. autodiff compiles a
-    training forward and then its backward: compiling a backward marks the forward before it
-    as a training forward, whose backward the tree waits for before a new step."""
+    captured Graph's constants and the parameters and buffers it takes as inputs are static
+    inputs. autodiff compiles a training forward and then its backward: compiling a backward
+    marks the forward before it as a training forward, whose backward the tree waits for
+    before a new step."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, example_inputs: Sequence[Any]) -> None:
         self.state = {id(t) for t in graph.constants.values()}
+        # parameters and buffers the capture passed as inputs (its `state_inputs`): buffers
+        # are plain tensors, and the tree would copy them before every replay
+        positions = graph.meta.get("state_inputs", "")
+        self.state |= {
+            id(example_inputs[int(p)])
+            for p in positions.split(",")
+            if p and int(p) < len(example_inputs)
+        }
         self.forward: GraphFunction | None = None
 
     def inference(

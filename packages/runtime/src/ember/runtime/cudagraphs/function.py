@@ -39,6 +39,10 @@ class GraphFunction:
     # arguments the graph never reads (a CPU tensor there is fine): not checked, not copied
     unread_positions: frozenset[int] = frozenset()
     skip_reason: str | None = None  # set once: every call runs without CUDA graphs
+    # a training forward's last `saved_outputs` outputs are saved values, read only by its
+    # backward; a backward's arguments at `saved_positions` are those saved values
+    saved_outputs: int = 0
+    saved_positions: frozenset[int] = frozenset()
     id: int = field(default_factory=lambda: next(_ids))
     warmed_up: set[Signature] = field(default_factory=set)
     recordings: int = 0
@@ -74,6 +78,12 @@ class CudaGraphCall:
     def __call__(self, args: list[Any]) -> Sequence[Any]:
         return self.tree.run(self.function, args)
 
+    def consuming(self, args: list[Any]) -> Sequence[Any]:
+        """A backward's call whose caller dropped its saved values (autograd cleared them;
+        not retain_graph=True): the tree may give their memory to the backward's own buffers
+        (see `donation`)."""
+        return self.tree.run(self.function, args, consumed=True)
+
 
 def cudagraphify(
     call: Callable[[list[Any]], Sequence[Any]],
@@ -85,6 +95,8 @@ def cudagraphify(
     unread_positions: Collection[int] = (),
     mode: FunctionMode = FunctionMode.INFERENCE,
     host_tensor_at: str | None = None,
+    saved_outputs: int = 0,
+    saved_positions: Collection[int] = (),
 ) -> Callable[[list[Any]], Sequence[Any]]:
     """`call` run from CUDA graphs in the tree of `device` (see the package README).
 
@@ -94,13 +106,25 @@ def cudagraphify(
     does when `host_tensor_at` names where the graph makes a CPU tensor (`cpu_in_graph`).
     `unread_positions` are arguments the graph never reads: they may be CPU tensors, and a
     recording neither copies nor checks them (torch's trees skip unused CPU inputs too).
+    `saved_outputs` (a training forward: how many of its last outputs are saved values) and
+    `saved_positions` (a backward: the arguments that are those values) let a backward's
+    recording reuse the memory of saved values once it has read them, as an eager backward
+    frees them. `call` may empty the list it gets (the tree gives it a list of its own).
     """
     from ember.runtime.cudagraphs.reasons import CPU_GRAPH, CPU_IN_GRAPH, MUTATED_INPUT
     from ember.runtime.cudagraphs.tree import log_reason
 
     unread = frozenset(unread_positions)
     static = frozenset(static_positions) - unread
-    function = GraphFunction(name, call, static, mode, unread_positions=unread)
+    function = GraphFunction(
+        name,
+        call,
+        static,
+        mode,
+        unread_positions=unread,
+        saved_outputs=saved_outputs,
+        saved_positions=frozenset(saved_positions),
+    )
     if device.type != "cuda":
         log_reason(function, CPU_GRAPH, graph=name, device=device)
         function.skip_reason = CPU_GRAPH.id

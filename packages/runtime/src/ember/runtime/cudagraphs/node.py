@@ -62,6 +62,14 @@ class Node:
     owners: list[torch.Tensor]  # one tensor per output storage: keeps the memory allocated
     children: dict[int, list[Node]] = field(default_factory=dict)
     depth: int = 0
+    # storage addresses of its static inputs: the graphs after it read tensors over them in
+    # place too (a backward's saved parameters)
+    state_storages: frozenset[int] = frozenset()
+    # storage address -> group of the owned storages whose outputs are all saved values (a
+    # backward's recording may take them over: `donation`), and the backward that did
+    donatable: dict[int, int] = field(default_factory=dict)
+    donee: Node | None = field(default=None, repr=False)
+    donors: list[Node] = field(default_factory=list, repr=False)
     # the hand-out, prepared on the first one: `_results` is the list every replay copies
     # (values, and the tensors over pool memory that are handed out again)
     _results: list[Any] | None = field(default=None, repr=False)
@@ -79,14 +87,14 @@ class Node:
         signature: Signature,
         inputs: InputPlan,
         recording: Recording,
-        recording_args: Sequence[Any],
+        arg_storages: Sequence[tuple[int, int] | None],
     ) -> Node:
+        """`arg_storages`: per argument of the recording, its storage's address and its
+        storage offset (None: not a tensor), taken before the capture emptied the list."""
         owners: list[torch.Tensor] = []
         by_address: dict[int, int] = {}
         input_storages = {
-            arg.untyped_storage().data_ptr(): position
-            for position, arg in enumerate(recording_args)
-            if isinstance(arg, torch.Tensor)
+            facts[0]: position for position, facts in enumerate(arg_storages) if facts is not None
         }
         plans: list[OutputPlan] = []
         for output in recording.outputs:
@@ -97,10 +105,10 @@ class Node:
             meta = (output.dtype, tuple(output.shape), tuple(output.stride()))
             if address in input_storages:
                 position = input_storages[address]
-                base = recording_args[position]
+                base_offset = arg_storages[position][1]  # type: ignore[index]
                 plans.append(
                     OutputPlan(OutputKind.INPUT_VIEW, None, position, *meta,
-                               int(output.storage_offset() - base.storage_offset()),
+                               int(output.storage_offset() - base_offset),
                                output.requires_grad)
                 )  # fmt: skip
                 continue
@@ -112,7 +120,27 @@ class Node:
                            int(output.storage_offset()), output.requires_grad)
             )  # fmt: skip
         depth = 0 if parent is None else parent.depth + 1
-        return cls(function, parent, signature, inputs, recording, plans, owners, depth=depth)
+        state = frozenset(
+            facts[0]
+            for position, facts in enumerate(arg_storages)
+            if facts is not None and position in inputs.static_positions
+        )
+        return cls(function, parent, signature, inputs, recording, plans, owners, depth=depth,
+                   state_storages=state)  # fmt: skip
+
+    def give_up(self, group: int, recorder: Recorder) -> None:
+        """Stop owning the memory of storage `group` (donated to a backward's recording, which
+        frees it after its last read): the node keeps tensors over it that do not own it."""
+        owner = self.owners[group]
+        alias = recorder.storage_alias(owner)
+        address = owner.untyped_storage().data_ptr()
+        self.owners[group] = torch.empty(0, dtype=torch.uint8, device=owner.device).set_(alias)
+        outputs = list(self.recording.outputs)
+        for index, output in enumerate(outputs):
+            if isinstance(output, torch.Tensor) and output.untyped_storage().data_ptr() == address:
+                outputs[index] = _over(alias, output)
+        self.recording.outputs = tuple(outputs)
+        self.donatable.pop(address, None)
 
     def owned_addresses(self) -> set[int]:
         """Addresses of every output tensor this node hands out (children read them in place)."""
@@ -209,3 +237,9 @@ class Node:
         if plan.requires_grad:
             tensor.requires_grad_(True)
         return tensor
+
+
+def _over(storage: torch.UntypedStorage, like: torch.Tensor) -> torch.Tensor:
+    """A tensor over `storage` with `like`'s dtype, sizes, strides and offset."""
+    tensor = torch.empty(0, dtype=like.dtype, device=like.device)
+    return tensor.set_(storage, like.storage_offset(), like.shape, like.stride())

@@ -72,6 +72,21 @@ PENDING_BACKWARD = Reason(
     "call backward() between forward calls, run inference under torch.no_grad(), or call "
     "ember.cudagraph_mark_step_begin() at the start of each step",
 )
+SAVED_VALUES_LIVE = Reason(
+    "saved_values_live",
+    "graph {graph} was first called between a forward and the backward whose recording reuses "
+    "the forward's saved-value memory ({forward}); recording it there could overwrite values "
+    "the backward still reads, so it runs without CUDA graphs at that point",
+    "call it in the same place in every step (the tree records it on the first one), or call "
+    "ember.cudagraph_mark_step_begin() at the start of each step",
+)
+RETAINED_SAVED = Reason(
+    "retained_saved",
+    "backward graph {graph} was called while its saved values are kept for another backward "
+    "(retain_graph=True); its recording reuses their memory, so this call runs without CUDA "
+    "graphs",
+    "call backward() without retain_graph=True in the steps you want replayed",
+)
 
 CATALOGUE: dict[str, Reason] = {
     reason.id: reason
@@ -84,6 +99,8 @@ CATALOGUE: dict[str, Reason] = {
         STATIC_INPUT_MOVED,
         UNCAPTURABLE,
         PENDING_BACKWARD,
+        SAVED_VALUES_LIVE,
+        RETAINED_SAVED,
     )
 }
 

@@ -1,7 +1,8 @@
 """Replay inputs: how each argument of a recorded graph reaches it again on replay.
 
-A CUDA graph reads fixed addresses. Parameters and buffers (static inputs) and outputs of
-the graphs before it in the tree are read where they are, and a replay checks that they are
+A CUDA graph reads fixed addresses. Parameters and buffers (static inputs, and tensors over
+the memory of the static inputs of the graphs before it) and outputs of the graphs before it
+in the tree are read where they are, and a replay checks that they are
 still there; every other tensor is copied into a placeholder the graph was recorded with,
 except those the graph never reads (they may be CPU tensors: they are left alone); Python
 values must be equal. `InputPlan` holds that decision per argument.
@@ -42,15 +43,22 @@ class InputPlan:
         static: Collection[int],
         tree_addresses: Collection[int],
         unread: Collection[int] = (),
+        state_storages: Collection[int] = (),
     ) -> InputPlan:
         """Decide per argument; placeholders are allocated (outside any capture) and filled.
-        Arguments at `unread` positions are left as they are: the graph never reads them."""
+        Arguments at `unread` positions are left as they are: the graph never reads them.
+        A tensor over the memory of a static input of a graph before it in the tree
+        (`state_storages`: storage addresses) counts as static: a backward's saved
+        parameters (views of them, not the parameters) are read in place."""
+        static = set(static)
         fixed: list[int] = []
         copied: list[int] = []
         placeholders: list[torch.Tensor] = []
         for position, arg in enumerate(args):
             if not isinstance(arg, torch.Tensor) or position in unread:
                 continue
+            if state_storages and arg.untyped_storage().data_ptr() in state_storages:
+                static.add(position)
             if position in static or arg.data_ptr() in tree_addresses:
                 fixed.append(position)
             else:

@@ -21,6 +21,7 @@ import torch
 from ember.prims.config import load
 from ember.prims.logs import topic_logger
 from ember.runtime.config import RuntimeConfig
+from ember.runtime.cudagraphs.donation import donatable_groups, donate
 from ember.runtime.cudagraphs.function import FunctionMode, GraphFunction
 from ember.runtime.cudagraphs.node import Node
 from ember.runtime.cudagraphs.reasons import (
@@ -28,6 +29,8 @@ from ember.runtime.cudagraphs.reasons import (
     DYNAMIC_SHAPES,
     OVERWRITTEN,
     PENDING_BACKWARD,
+    RETAINED_SAVED,
+    SAVED_VALUES_LIVE,
     STATIC_INPUT_MOVED,
     UNCAPTURABLE,
     Reason,
@@ -73,8 +76,11 @@ class CudaGraphTree:
 
     # ---- the call path ------------------------------------------------------------------
 
-    def run(self, function: GraphFunction, args: list[Any]) -> Sequence[Any]:
-        """Run `function` on `args`: replay, record or run it as it is."""
+    def run(
+        self, function: GraphFunction, args: list[Any], consumed: bool = False
+    ) -> Sequence[Any]:
+        """Run `function` on `args`: replay, record or run it as it is. `consumed`: the
+        caller of a backward dropped its saved values (see `donation`)."""
         if function.skip_reason is not None:
             return self._eager(function, args)
         cpu = self._host_position(function, args)
@@ -90,6 +96,9 @@ class CudaGraphTree:
             node = self._find(function, signature, args)
         self._count_backward(function)
         if node is not None:
+            if node.donors and not consumed:
+                log_reason(function, RETAINED_SAVED, graph=function.name)
+                return self._eager(function, args)
             return self._replay(node, args)
         if signature not in function.warmed_up:
             function.warmed_up.add(signature)
@@ -100,7 +109,7 @@ class CudaGraphTree:
         if self.current is not None and self.current.depth + 1 >= self.max_depth:
             log_reason(function, PENDING_BACKWARD, graph=function.name, depth=self.max_depth)
             return self._eager(function, args)
-        return self._record(function, signature, args)
+        return self._record(function, signature, args, consumed)
 
     def _count_backward(self, function: GraphFunction) -> None:
         if function.mode is FunctionMode.FORWARD:
@@ -145,20 +154,42 @@ class CudaGraphTree:
         return self._hand_out(node, args)
 
     def _record(
-        self, function: GraphFunction, signature: Signature, args: list[Any]
+        self, function: GraphFunction, signature: Signature, args: list[Any], consumed: bool
     ) -> Sequence[Any]:
+        path = self._path()
+        donor = _awaiting_donee(path)
+        if donor is not None:
+            log_reason(function, SAVED_VALUES_LIVE, graph=function.name,
+                       forward=donor.function.name)  # fmt: skip
+            return self._eager(function, args)
         inputs = InputPlan.build(
-            args, function.static_positions, self._path_addresses(), function.unread_positions
+            args,
+            function.static_positions,
+            set().union(*(node.owned_addresses() for node in path)),
+            function.unread_positions,
+            set().union(*(node.state_storages for node in path)),
         )
         recording_args = inputs.recording_args(args)
+        arg_storages = [
+            (arg.untyped_storage().data_ptr(), int(arg.storage_offset()))
+            if isinstance(arg, torch.Tensor)
+            else None
+            for arg in recording_args
+        ]
+        donors = donate(path, function, recording_args, self.recorder) if consumed else []
         try:
+            # the call empties the list: donated saved values are freed after their last read
             recording = self.recorder.record(function.call, recording_args)
         except CaptureError as error:
             log_reason(function, UNCAPTURABLE, graph=function.name, error=error)
             function.skip_reason = UNCAPTURABLE.id
             return self._eager(function, args)
         function.recordings += 1
-        node = Node.create(function, self.current, signature, inputs, recording, recording_args)
+        node = Node.create(function, self.current, signature, inputs, recording, arg_storages)
+        node.donatable = donatable_groups(node)
+        node.donors = donors
+        for donor_node in donors:
+            donor_node.donee = node
         siblings = self.roots if self.current is None else self.current.children
         siblings.setdefault(function.id, []).append(node)
         logger.info(
@@ -210,13 +241,14 @@ class CudaGraphTree:
                 return position
         return None
 
-    def _path_addresses(self) -> set[int]:
-        addresses: set[int] = set()
+    def _path(self) -> list[Node]:
+        """The nodes of this step's path, the current one first."""
+        path: list[Node] = []
         node = self.current
         while node is not None:
-            addresses |= node.owned_addresses()
+            path.append(node)
             node = node.parent
-        return addresses
+        return path
 
     # ---- steps ----------------------------------------------------------------------------
 
@@ -248,6 +280,16 @@ class CudaGraphTree:
             count += 1
             stack.extend(child for nodes in node.children.values() for child in nodes)
         return count
+
+
+def _awaiting_donee(path: Sequence[Node]) -> Node | None:
+    """A node on `path` whose saved values went to a backward not yet on it: until that
+    backward runs, their memory is live though the pool counts it free."""
+    on_path = {id(node) for node in path}
+    for node in path:
+        if node.donee is not None and id(node.donee) not in on_path:
+            return node
+    return None
 
 
 # ---- one tree per device ------------------------------------------------------------------

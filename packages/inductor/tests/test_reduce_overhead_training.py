@@ -1,0 +1,103 @@
+"""mode="reduce-overhead" training through ember-inductor's backend on CPU, with a fake CUDA
+graph recorder (the tree's bookkeeping is plain Python): module buffers are read in place,
+not copied before each replay; the backward reads the parameters the forward saved in place;
+the forward's saved values are donated to the backward's recording; losses and gradients stay
+eager's. Capture and replay on a GPU are tested in ember-runtime's test_cuda.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import ember
+import ember.inductor.backend as backend
+from ember.runtime.cudagraphs import FunctionMode, set_recorder_factory, trees
+
+
+class _Recording:
+    def __init__(self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any]) -> None:
+        self.call = call
+        self.args = list(args)  # keeps donated memory allocated, as a CUDA pool would
+        self.outputs: Sequence[Any] = tuple(call(args))
+
+    def replay(self) -> None:
+        for owned, new in zip(self.outputs, self.call(list(self.args))):
+            if isinstance(owned, torch.Tensor):
+                owned.copy_(new)
+
+
+class _Recorder:
+    """Every tensor counts as on the device; a replay recomputes into the recorded outputs."""
+
+    def record(self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any]) -> _Recording:
+        return _Recording(call, args)
+
+    def storage_alias(self, owner: torch.Tensor) -> torch.UntypedStorage:
+        storage = owner.untyped_storage()
+        return torch._C._construct_storage_from_data_pointer(  # type: ignore[no-any-return]
+            storage.data_ptr(), owner.device, storage.nbytes()
+        )
+
+    def invalidate(self, tensor: torch.Tensor, message: str) -> None:
+        """CPU storages cannot be poisoned; these tests never read an overwritten output."""
+
+    def on_device(self, tensor: torch.Tensor) -> bool:
+        return True
+
+
+@pytest.fixture
+def fake_gpu_tree(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(backend, "compute_device", lambda graph: torch.device("cuda", 0))
+    set_recorder_factory(lambda device: _Recorder())  # type: ignore[arg-type,return-value]
+    yield
+    set_recorder_factory(None)
+
+
+class _ConvNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.BatchNorm2d(8)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.norm(self.conv(x)))
+        return self.head(h.mean((2, 3))).square().mean()
+
+
+def test_training_reads_state_in_place_and_donates_saved_values(fake_gpu_tree: None) -> None:
+    torch.manual_seed(0)
+    model, reference = _ConvNet(), _ConvNet()
+    reference.load_state_dict(model.state_dict())
+    compiled = ember.compile(model, backend=backend.inductor, mode="reduce-overhead")
+    for step in range(4):  # warm-up, record, replays
+        x = torch.randn(2, 3, 6, 6) + step
+        losses = []
+        for run, module in ((compiled, model), (reference, reference)):
+            module.zero_grad(set_to_none=True)
+            loss = run(x)
+            loss.backward()
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=1e-6)
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert p.grad is not None and q.grad is not None
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+    for a, b in zip(model.buffers(), reference.buffers()):
+        torch.testing.assert_close(a, b)  # the running statistics, updated every step
+    (tree,) = trees()
+    (forward,) = [node for nodes in tree.roots.values() for node in nodes]
+    (backward,) = [node for nodes in forward.children.values() for node in nodes]
+    assert forward.function.mode is FunctionMode.FORWARD
+    assert tree.replays >= 4
+    # the forward copies the image only: the parameters and the norm's three buffers are
+    # read in place; the backward copies the image (saved for the convolution's weight
+    # gradient: the caller's tensor) and its incoming gradient, none of the saved parameters
+    # (views of the parameters, read in place)
+    assert [tuple(p.shape) for p in forward.inputs.placeholders] == [(2, 3, 6, 6)]
+    assert sorted(tuple(p.shape) for p in backward.inputs.placeholders) == [(), (2, 3, 6, 6)]
+    # the saved values' memory went to the backward's recording
+    assert forward.donee is backward and backward.donors == [forward]
