@@ -58,17 +58,20 @@ def donate(
     function: GraphFunction,
     recording_args: list[Any],
     recorder: Recorder,
-) -> list[Node]:
+) -> tuple[list[Node], set[int]]:
     """Give the memory of the saved values `function` (a backward) reads to its recording:
     the owning tensors replace the arguments in `recording_args`, and the nodes on `path`
-    that held them stop owning it. Returns those nodes (the donors)."""
+    that held them stop owning it. Returns those nodes (the donors) and the positions
+    donated: the capture frees their memory, so an output found there later is the
+    recording's own, not a view of the argument."""
     candidates: dict[int, tuple[Node, int]] = {}
     for node in path:
         for address, group in node.donatable.items():
             candidates[address] = (node, group)
     if not candidates:
-        return []
+        return [], set()
     taken: dict[tuple[int, int], tuple[Node, int]] = {}
+    positions: set[int] = set()
     for position in sorted(function.saved_positions):
         if position >= len(recording_args):
             continue
@@ -82,9 +85,10 @@ def donate(
         owner = node.owners[group]
         recording_args[position] = owner.as_strided(arg.shape, arg.stride(), arg.storage_offset())
         taken[(id(node), group)] = found
+        positions.add(position)
     donors: list[Node] = []
     for node, group in taken.values():
         node.give_up(group, recorder)
         if node not in donors:
             donors.append(node)
-    return donors
+    return donors, positions

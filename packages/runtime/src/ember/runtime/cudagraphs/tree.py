@@ -176,7 +176,11 @@ class CudaGraphTree:
             else None
             for arg in recording_args
         ]
-        donors = donate(path, function, recording_args, self.recorder) if consumed else []
+        donors: list[Node] = []
+        if consumed:
+            donors, donated = donate(path, function, recording_args, self.recorder)
+            for position in donated:  # freed while capturing: outputs there are not views
+                arg_storages[position] = None
         try:
             # the call empties the list: donated saved values are freed after their last read
             recording = self.recorder.record(function.call, recording_args)
