@@ -136,3 +136,29 @@ def test_backward_recorded_with_kept_saved_values_donates_nothing(fake: FakeReco
     (root,) = tree_for(CUDA).roots[forward.function.id]
     assert root.donee is None and len(root.donatable) == 1
     assert backward.function.id in root.children
+
+
+def test_two_forwards_then_two_backwards_each_donate_to_their_own(fake: FakeRecorder) -> None:
+    """Graph breaks (or two micro-batches): forward 1, forward 2, backward 2, backward 1. Each
+    backward takes its own forward's saved values; no recording on the path is refused."""
+    first, first_backward = _pair()
+    second, second_backward = _pair()
+    weight = torch.randn(3, 3)
+    for i in range(4):
+        x = torch.randn(3, 3) + i
+        out1, scaled1, view1 = first([x, weight])
+        out2, scaled2, view2 = second([out1.expand(3, 3).contiguous(), weight])
+        (grad2,) = second_backward.consuming([scaled2, view2, torch.ones_like(out2)])
+        (grad1,) = first_backward.consuming([scaled1, view1, torch.ones_like(out1)])
+        del scaled1, scaled2, view1, view2
+        torch.testing.assert_close(grad1, weight.expand(3, 3))
+        torch.testing.assert_close(grad2, weight.expand(3, 3))
+        torch.testing.assert_close(out2, (out1.expand(3, 3) * weight).sum(0))
+    tree = tree_for(CUDA)
+    (root,) = tree.roots[first.function.id]
+    (node2,) = root.children[second.function.id]
+    (back2,) = node2.children[second_backward.function.id]
+    (back1,) = back2.children[first_backward.function.id]
+    assert root.donee is back1 and node2.donee is back2
+    assert all(f.function.recordings == 1 for f in (first, second, first_backward))
+    assert tree.replays >= 8
