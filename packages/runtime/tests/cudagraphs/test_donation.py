@@ -148,9 +148,13 @@ def test_two_forwards_then_two_backwards_each_donate_to_their_own(fake: FakeReco
         x = torch.randn(3, 3) + i
         out1, scaled1, view1 = first([x, weight])
         out2, scaled2, view2 = second([out1.expand(3, 3).contiguous(), weight])
-        (grad2,) = second_backward.consuming([scaled2, view2, torch.ones_like(out2)])
-        (grad1,) = first_backward.consuming([scaled1, view1, torch.ones_like(out1)])
+        # each backward's arguments hold its saved values alone, as autograd hands them over
+        args1 = [scaled1, view1, torch.ones_like(out1)]
+        args2 = [scaled2, view2, torch.ones_like(out2)]
         del scaled1, scaled2, view1, view2
+        (grad2,) = second_backward.consuming(args2)
+        (grad1,) = first_backward.consuming(args1)
+        del args1, args2
         torch.testing.assert_close(grad1, weight.expand(3, 3))
         torch.testing.assert_close(grad2, weight.expand(3, 3))
         torch.testing.assert_close(out2, (out1.expand(3, 3) * weight).sum(0))
@@ -162,3 +166,22 @@ def test_two_forwards_then_two_backwards_each_donate_to_their_own(fake: FakeReco
     assert root.donee is back1 and node2.donee is back2
     assert all(f.function.recordings == 1 for f in (first, second, first_backward))
     assert tree.replays >= 8
+
+
+def test_a_saved_value_someone_still_holds_is_not_donated(fake: FakeRecorder) -> None:
+    """A saved-tensor hook (or the user) kept a saved value: its memory is not the backward's
+    to reuse, as an eager backward would not free it either."""
+    forward, backward = _pair()
+    weight = torch.randn(3, 3)
+    kept = []
+    for i in range(4):
+        x = torch.randn(3, 3) + i
+        out, scaled, weight_t = forward([x, weight])
+        kept.append(scaled)  # what a hook keeping its packed values does
+        (grad,) = backward.consuming([scaled, weight_t, torch.ones_like(out)])
+        del scaled, weight_t
+        torch.testing.assert_close(grad, weight.expand(3, 3))
+        torch.testing.assert_close(kept[-1], x * weight)  # still the forward's value
+        kept.clear()
+    (root,) = tree_for(CUDA).roots[forward.function.id]
+    assert root.donee is None and len(root.donatable) == 1

@@ -58,10 +58,13 @@ def donate(
     function: GraphFunction,
     recording_args: list[Any],
     recorder: Recorder,
+    args: Sequence[Any] = (),
 ) -> tuple[list[Node], set[int]]:
     """Give the memory of the saved values `function` (a backward) reads to its recording:
     the owning tensors replace the arguments in `recording_args`, and the nodes on `path`
-    that held them stop owning it. Returns those nodes (the donors) and the positions
+    that held them stop owning it. A storage whose handed-out tensors someone holds beyond
+    `recording_args` and the call's `args` (a saved-tensor hook kept one) is not given.
+    Returns those nodes (the donors) and the positions
     donated: the capture frees their memory, so an output found there later is the
     recording's own, not a view of the argument."""
     candidates: dict[int, tuple[Node, int]] = {}
@@ -70,21 +73,26 @@ def donate(
             candidates[address] = (node, group)
     if not candidates:
         return [], set()
+    matches: list[tuple[int, Node, int]] = []  # (position, donor, group)
+    for position in sorted(function.saved_positions):
+        if position < len(recording_args) and isinstance(recording_args[position], torch.Tensor):
+            found = candidates.get(recording_args[position].untyped_storage().data_ptr())
+            if found is not None:
+                matches.append((position, *found))
+    # decided before any argument is replaced, with no reference held here beyond the lists
+    given = {
+        (id(node), group): not node.held_beyond(group, recording_args, args)
+        for _, node, group in matches
+    }
     taken: dict[tuple[int, int], tuple[Node, int]] = {}
     positions: set[int] = set()
-    for position in sorted(function.saved_positions):
-        if position >= len(recording_args):
+    for position, node, group in matches:
+        if not given[(id(node), group)]:
             continue
         arg = recording_args[position]
-        if not isinstance(arg, torch.Tensor):
-            continue
-        found = candidates.get(arg.untyped_storage().data_ptr())
-        if found is None:
-            continue
-        node, group = found
         owner = node.owners[group]
         recording_args[position] = owner.as_strided(arg.shape, arg.stride(), arg.storage_offset())
-        taken[(id(node), group)] = found
+        taken[(id(node), group)] = (node, group)
         positions.add(position)
     donors: list[Node] = []
     for node, group in taken.values():

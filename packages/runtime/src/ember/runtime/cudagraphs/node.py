@@ -206,6 +206,22 @@ class Node:
             if plan.storage in groups:
                 self._reused[i] = self._results[index] = self._build(plan, storages)
 
+    def held_beyond(self, group: int, *lists: Sequence[Any]) -> bool:
+        """Whether a tensor this node handed out over storage `group` is held by more than the
+        `lists` (a saved-tensor hook's list, the caller): then its memory is not free to give."""
+        if self._results is None:
+            return False
+        counts = list(map(_refcount, self._reused))
+        for tensor, index, count, unheld in zip(
+            self._reused, self._reused_at, counts, self._baseline
+        ):
+            if self.outputs[index].storage != group:
+                continue
+            listed = sum(1 for values in lists for value in values if value is tensor)
+            if count - unheld > listed:
+                return True
+        return False
+
     def holds_nothing_handed_out(self) -> bool:
         """Whether no tensor this node handed out is held outside it."""
         return self._results is None or list(map(_refcount, self._reused)) == self._baseline

@@ -178,7 +178,7 @@ class CudaGraphTree:
         ]
         donors: list[Node] = []
         if consumed:
-            donors, donated = donate(path, function, recording_args, self.recorder)
+            donors, donated = donate(path, function, recording_args, self.recorder, args)
             for position in donated:  # freed while capturing: outputs there are not views
                 arg_storages[position] = None
         try:
