@@ -58,6 +58,12 @@ CONSTEXPRS = (
 SPLIT_BUFFERS = {"p_split_partials": "*fp32", "p_split_counters": "*i32"}
 
 
+# The launch data's name for a product the template keeps in registers (no argument holds
+# it): position-free, so that equal layers' templates are one kernel (named by content). Its
+# storage's name (`buf73`) made each of BERT's 12 layers compile and time its own templates.
+KEPT_RESULT = "product"
+
+
 def _product(sizes: list[int]) -> int:
     result = 1
     for size in sizes:
@@ -129,7 +135,7 @@ class GemmWriter(TritonKernelWriter):
             ),
             "mutated": [f"p_{name}" for name in self.written if name in self.storages],
             "persistent": False,
-            "gemm": _extern_description(gemm, self.gemm_kernel),
+            "gemm": _extern_description(gemm, self.gemm_kernel, self._result_name()),
             # the operands TMA configurations read through descriptors (gemm_choice checks them)
             "tma": [f"p_{operand.storage}" for operand in self.tma or ()],
             # split-K: the float32 partials and the tile counters (see SPLIT_BUFFERS)
@@ -151,7 +157,10 @@ class GemmWriter(TritonKernelWriter):
             assert all(a.kind == "pointer" for a in alone.arguments)
             launch["gemm"]["epilogue_kernel"] = {  # type: ignore[index]
                 "name": alone.name,
-                "arguments": [a.name for a in alone.arguments],
+                "arguments": [
+                    self._result_name() if a.name == gemm.result else a.name
+                    for a in alone.arguments
+                ],
                 "grid": alone.grid,
                 "launch": alone.launch,
             }
@@ -163,6 +172,11 @@ class GemmWriter(TritonKernelWriter):
             launch=launch,
             grid=[str(numel)],
         )
+
+    def _result_name(self) -> str:
+        """The product's name in the launch data: its storage where the template stores it
+        (an argument, renamed by position with the others), else `KEPT_RESULT`."""
+        return self.gemm.result if self.gemm.result in self.storages else KEPT_RESULT
 
     def _expression(self, node: BodyValue, names: dict[int, str]) -> str:
         """As a pointwise kernel's, but a float32 erf is libdevice's as straight-line code
@@ -513,8 +527,9 @@ class GemmWriter(TritonKernelWriter):
         self.locals[gemm.result] = "result_value"
 
 
-def _extern_description(gemm: Gemm, kernel: GemmKernel) -> dict[str, object]:
-    """What the runtime choice needs to run the vendor library instead (`gemm_choice.py`)."""
+def _extern_description(gemm: Gemm, kernel: GemmKernel, result: str) -> dict[str, object]:
+    """What the runtime choice needs to run the vendor library instead (`gemm_choice.py`);
+    `result` names the product (`GemmWriter._result_name`)."""
 
     def view(operand: Operand | None) -> list[object] | None:
         if operand is None:
@@ -530,7 +545,7 @@ def _extern_description(gemm: Gemm, kernel: GemmKernel) -> dict[str, object]:
         "bias": view(gemm.bias),
         "alpha": gemm.alpha,
         "beta": gemm.beta,
-        "result": gemm.result,
+        "result": result,
         "shape": [gemm.batch, gemm.m, gemm.n, gemm.k],
         "dtype": str(gemm.dtype),
         "epilogue": kernel.epilogue is not None,

@@ -655,7 +655,9 @@ class TritonKernelWriter(ValueScopes):
         storage = member.node.storage
         dtype = self.program.storages[storage].dtype
         if storage in self.kernel.local_buffers:
-            local = self.fresh(f"{storage}_v")
+            # not named after the storage: `buf82_v11` escaped `name_by_content`'s renaming
+            # (no word boundary), so each of BERT's 12 layers compiled its own layer norm
+            local = self.fresh("kept")
             self.line(f"{local} = {value}")
             self.locals[storage] = local
             return
