@@ -80,7 +80,8 @@ def test_tma_reads_aligned_operands_in_either_order() -> None:
 
 
 @pytest.mark.parametrize(
-    ("m", "n", "k"), [(4096, 4096, 4096), (4096, 768, 3072), (2048, 11008, 4096), (1000, 3000, 64)]
+    ("m", "n", "k"),
+    [(4096, 4096, 4096), (4096, 768, 3072), (2048, 11008, 4096), (1000, 3000, 1024)],
 )
 def test_persistent_programs_walk_every_tile_once(m: int, n: int, k: int) -> None:
     """The grid the launcher computes from XBLOCK, and each program's tiles (`pid0 +
@@ -148,6 +149,7 @@ def test_tma_kernels_match_eager(
     or 3x2 tiles of 16x16), run by Triton's interpreter: eager's values."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(gemm_config_table, "TMA_MIN_OUTPUT", 0)  # small shapes get TMA too
+    monkeypatch.setattr(gemm_config_table, "TMA_MIN_K", 0)
     monkeypatch.setattr(gemm_config_table, "PERSISTENT_PROGRAMS", 4)
     fn, make_inputs = VALUE_CASES[name]
     inputs = make_inputs()
@@ -188,6 +190,7 @@ def test_unaligned_operands_take_the_vendor_path(
     with an operand that is not (a view one element in) runs cuBLAS instead."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(gemm_config_table, "TMA_MIN_OUTPUT", 0)
+    monkeypatch.setattr(gemm_config_table, "TMA_MIN_K", 0)
     fn, make_inputs = VALUE_CASES["linear_bias_gelu"]
     inputs = make_inputs()
     compiled = _compile(fn, inputs, tmp_path)
@@ -227,9 +230,9 @@ from triton.backends.compiler import GPUTarget
 import dataclasses
 
 config = dataclasses.replace(load(InductorConfig), gemm_templates=True, cache=False)
-x = torch.randn(2048, 256, dtype=torch.bfloat16)
-w = torch.randn(2048, 256, dtype=torch.bfloat16)
-b = torch.randn(2048, dtype=torch.bfloat16)
+x = torch.randn(2048, 1024, dtype=torch.bfloat16)
+w = torch.randn(4096, 1024, dtype=torch.bfloat16)
+b = torch.randn(4096, dtype=torch.bfloat16)
 fn = lambda x, w, b: F.gelu(F.linear(x, w, b))
 backend = TritonBackend()
 artifact = generate(prims.trace(fn, x, w, b), backend, config, torch.device("cuda"))
@@ -239,7 +242,7 @@ target = GPUTarget("cuda", 90, 32)
 report = []
 for launch in choice.template.configs:
     constants = dict(launch.constants)
-    if constants["TMA"] and constants["BLOCK_N"] == 128:
+    if constants["TMA"]:
         ptx = choice.template.compile(launch, aligned=True, target=target).asm["ptx"]
         report.append({"iterations": constants["ITERATIONS"], "ptx": ptx})
 print(json.dumps(report))
@@ -247,8 +250,8 @@ print(json.dumps(report))
 
 
 def test_tma_configurations_build_for_sm90(tmp_path: Path) -> None:
-    """The 128x128 TMA configurations (a tile a program, and persistent) of a linear layer
-    with bias and GELU build for an H100 here: operand blocks come by TMA
+    """The TMA configurations (128x128 tiles one a program, 128x256 tiles persistent) of a
+    linear layer with bias and GELU build for an H100 here: operand blocks come by TMA
     (`cp.async.bulk.tensor`) into wgmma."""
     environment = {**os.environ, "TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run(
@@ -260,7 +263,7 @@ def test_tma_configurations_build_for_sm90(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-4000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    # 128x128 tiles: one a program, and persistent (256 tiles over 132 programs: two each)
+    # 128x128 tiles one a program; 128x256 persistent (256 tiles over 132 programs: two each)
     assert sorted(entry["iterations"] for entry in report) == [1, 2]
     for entry in report:
         ptx = entry["ptx"]

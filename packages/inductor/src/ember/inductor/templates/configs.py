@@ -7,7 +7,11 @@ two (a 64-row problem gets no 128-row tiles), and the list is deduplicated after
 With `tma=True` (operands a descriptor can read, `tma.py`) it adds the Hopper variants: TMA
 loads, one tile per program or persistent (one program per SM walking the tiles). Under
 `mode="max-autotune"` every candidate is compiled and timed on the real shapes, beside the
-vendor library (see `gemm_choice.py`).
+vendor library (see `gemm_choice.py`), so a candidate that cannot win costs a compile (1-3 s
+of a worker) and a timing for nothing. Pruned by what the H100 runs measured
+(docs/perf/templates.md, run 2: the best of all candidates on 13 shapes): tiles under
+128x128 only where 128x128 tiles leave SMs idle (`WAVE_TILE_AREA`), TMA only over a K loop
+of at least `TMA_MIN_K`, and only the two TMA shapes that ever won.
 """
 
 from __future__ import annotations
@@ -24,6 +28,15 @@ PERSISTENT_PROGRAMS = 132
 # TMA variants only for results of at least this many elements: below, a tile per SM is
 # already short of a wave and the extra compiles (each ~2 s) buy nothing.
 TMA_MIN_OUTPUT = 1024 * 1024
+# ... and only over at least this much K: with K = 768 (12 blocks of 64) the pointer kernel
+# was the best of every candidate on the three products measured (GPT-2's qkv and MLP up, the
+# latter with its bias + GELU epilogue fused); TMA won from K = 3072 up (run 2).
+TMA_MIN_K = 1024
+# Where 128x128 tiles alone give every SM a tile (PERSISTENT_PROGRAMS of them or more), the
+# smaller tiles go: they read more operand bytes per FLOP and add parallelism the GPU does
+# not lack. In run 2 a tile under 128x128 was the best only at 256^3, 512^3 and 1024^3
+# (4-64 tiles of 128x128); on the 8 products with 192 or more, 128x128 or larger won.
+WAVE_TILE_AREA = 128 * 128
 # Split-K: a large-tile configuration that fills at most half the SMs also runs with its K
 # loop split in 2-8 chunks (each at least SPLIT_MIN_K_BLOCKS blocks of K), so that a short
 # grid with a long K keeps every SM busy.
@@ -97,12 +110,13 @@ _HALF = (
     (16, 32, 64, 2, 5),
 )
 # TMA variants (16-bit operands on sm90): (block_m, block_n, block_k, warps, stages, persistent),
-# Triton's persistent-TMA tutorial's best H100 shapes, and a 96 KiB one of which two programs
-# fit an SM (one's epilogue runs while the other's K loop does).
+# Triton's persistent-TMA tutorial's best H100 shape, and a 96 KiB one of which two programs
+# fit an SM (one's epilogue runs while the other's K loop does). The best of all candidates
+# in run 2 on 4096^3, 8192^3 and Llama-7B's MLP products, and on GPT-2's MLP down product.
+# Persistent 128x128 (8 warps, 4 stages) and one 128x256 tile a program (8 warps, 3 stages)
+# were timed there too and never were.
 _TMA = (
     (128, 256, 64, 8, 3, True),
-    (128, 128, 64, 8, 4, True),
-    (128, 256, 64, 8, 3, False),
     (128, 128, 64, 4, 3, False),
 )
 # float32 operands take twice the shared memory per element: half the K block.
@@ -140,9 +154,11 @@ def gemm_configs(
     # tiles that leave most SMs idle go last: prefer configs giving at least ~1 wave
     found.sort(key=lambda c: -_waves_score(m, n, c))
     found = found[:limit]
+    if _large_tiles_fill_a_wave(m, n, batch):
+        found = [c for c in found if c.block_m * c.block_n >= WAVE_TILE_AREA]
     if split:
         found += _split_configs(m, n, k, found, batch)
-    if tma and dtype != torch.float32 and m * n >= TMA_MIN_OUTPUT:
+    if tma and dtype != torch.float32 and m * n >= TMA_MIN_OUTPUT and k >= TMA_MIN_K:
         for block_m, block_n, block_k, warps, stages, persistent in _TMA:
             config = GemmConfig(block_m, block_n, block_k, warps, stages, tma=True,
                                 persistent=persistent)  # fmt: skip
@@ -150,6 +166,13 @@ def gemm_configs(
             if config not in found:
                 found.append(config)
     return found
+
+
+def _large_tiles_fill_a_wave(m: int, n: int, batch: int) -> bool:
+    """Whether unclamped 128x128 tiles give every SM at least one (`WAVE_TILE_AREA`)."""
+    if m < 128 or n < 128:
+        return False
+    return batch * -(-m // 128) * -(-n // 128) >= PERSISTENT_PROGRAMS
 
 
 def _split_configs(
