@@ -49,7 +49,7 @@ needs_libmvec = pytest.mark.skipif(
 
 def _vector_calls(module: str, directory: Path) -> set[str]:
     """The vector variants (`_ZGV...`) of math functions the built library calls, from
-    libmvec (`_ZGVeN16v_erff`) or its own (`_ZGVeN16v__ZL9ember_expf`): each ends in
+    libmvec (`_ZGVeN16v_erff`) or its own (`_ZGVdN8v__Z9ember_expf`): each ends in
     `_<scalar name>`."""
     called = {name.split("@")[0] for name in called_functions(disassembly(module, directory))}
     return {name for name in called if name.startswith("_ZGV")}

@@ -25,6 +25,7 @@ sys.path.insert(0, str(FIXTURES))
 from cpp_build import (  # noqa: E402
     called_functions,
     disassembly,
+    disassembly_for_target,
     mnemonics,
     needs_compiler,
     needs_objdump,
@@ -319,6 +320,30 @@ def test_a_masked_softmax_over_short_rows_runs_exp_on_vectors(tmp_path: Path) ->
     # a row loop that loads the mask's bytes took 64 lanes, more than a row of 16 holds: GCC
     # unrolled it into 16 scalar ember_exp calls (4x16 tokens: 58 us a call, 25 us widened)
     callees = _callees(_checked_masked_softmax(batch=4, length=16), tmp_path)
+    assert not [c for c in callees if "ember_exp" in c and not c.startswith("_ZGV")], callees
+    assert [c for c in callees if "ember_exp" in c], callees
+
+
+# the x86 vector widths GCC may pick under -march=native: SSE2 only, AVX2, AVX-512 tuned for
+# 256-bit vectors (Skylake-SP to Rocket Lake in GCC 12), AVX-512 at 512 bits
+X86_TARGETS = {
+    "sse2": ("-march=x86-64",),
+    "avx2": ("-march=haswell",),
+    "avx512_prefer_256": ("-march=skylake-avx512", "-mprefer-vector-width=256"),
+    "avx512_prefer_512": ("-march=skylake-avx512", "-mprefer-vector-width=512"),
+}
+
+
+@needs_objdump
+@needs_compiler
+@pytest.mark.parametrize("target", X86_TARGETS)
+def test_a_masked_softmax_runs_exp_on_vectors_at_every_x86_vector_width(
+    target: str, tmp_path: Path
+) -> None:
+    # a `static` ember_exp had one SIMD clone, AVX-512's 16 lanes wherever AVX-512F is on: on
+    # a Rocket Lake (256-bit vectors preferred) every loop with an exp called it scalar
+    module = _checked_masked_softmax(batch=4, length=16)
+    callees = called_functions(disassembly_for_target(module, tmp_path, X86_TARGETS[target]))
     assert not [c for c in callees if "ember_exp" in c and not c.startswith("_ZGV")], callees
     assert [c for c in callees if "ember_exp" in c], callees
 

@@ -12,6 +12,9 @@ infinity, NaN itself. At most 1.23 ulp from the exact value over every 7th float
 `expf` is correctly rounded in nearly all cases); 1.7 ms over 4M finite values, 2.0 ms with
 half of them -inf. `omp declare simd` makes GCC emit vector variants that the kernels'
 vectorized loops call (as they called libmvec's), so each call site is one exp of a loop.
+It is not `static`, so that there is a variant for every x86 vector width a loop may take
+(a static one had only AVX-512's 16 lanes: on a Rocket Lake, tuned for 256-bit vectors,
+every loop with an exp ran scalar; see the comment in `EXP_PRELUDE`).
 """
 
 from __future__ import annotations
@@ -25,8 +28,14 @@ static inline float ember_pow2i(int32_t q) {
   __builtin_memcpy(&result, &bits, sizeof result);
   return result;
 }
+// not `static`: GCC makes a static function's SIMD clone for one ISA only (AVX-512's 16
+// lanes wherever AVX-512F is on), which no loop vectorized at 8 lanes can call (CPUs tuned
+// for 256-bit vectors); a visible one gets a clone for SSE2, AVX, AVX2 and AVX-512 each.
+// `inline` keeps it out of modules that never call it, hidden keeps each module's own copy;
+// `const` because GCC does not infer it for an inline (COMDAT) function, and a call that
+// may write memory keeps its loop from being if-converted and vectorized
 #pragma omp declare simd notinbranch
-__attribute__((noinline)) static float ember_exp(float x) {
+__attribute__((const, noinline, visibility("hidden"))) inline float ember_exp(float x) {
   // NaN and the saturated ranges compute exp(0) (no subnormal work) and are selected below
   float d = (x >= -104.0f && x <= 104.0f) ? x : 0.0f;
   float q = __builtin_rintf(d * 1.442695040888963407359924681001892137426645954152985934f);
