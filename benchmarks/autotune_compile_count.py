@@ -188,7 +188,7 @@ def count(generated: Generated, cache_dir: Path, build: bool, workers: int) -> d
         "generate_s": round(generated.seconds, 2),
     }
     if build:
-        record.update(_build([k for _, k in kernels.values()], target, workers))
+        record.update(_build(list(kernels.values()), target, workers))
     return record
 
 
@@ -198,16 +198,17 @@ def _problem(choice: Any) -> tuple[object, ...]:
     return (vendor.a[1:], vendor.b[1:], str(vendor.dtype), vendor.conv is not None)
 
 
-def _build(kernels: list[Any], target: Any, workers: int) -> dict[str, Any]:
+def _build(kernels: list[tuple[str, Any]], target: Any, workers: int) -> dict[str, Any]:
+    """Compile every (kind, kernel)'s planned configurations for `target`, as the first
+    call does (`compile_kernels`), or one by one in this process (`workers` 1)."""
     from ember.runtime import compile_kernels
 
     started = time.perf_counter()
     if workers > 1:
-        compile_kernels(kernels, target, workers, progress_threshold=1e9)
+        compile_kernels([k for _, k in kernels], target, workers, progress_threshold=1e9)
         return {"build_s": round(time.perf_counter() - started, 1), "build_workers": workers}
     seconds: Counter[str] = Counter()
-    for kernel in kernels:
-        kind = kernel_kind(kernel)
+    for kind, kernel in kernels:
         for config in kernel.planned_configs():
             one = time.perf_counter()
             kernel.compile(config, aligned=True, target=target)
