@@ -211,3 +211,30 @@ def test_an_entry_whose_signature_does_not_fit_the_graph_is_a_miss() -> None:
     inputs = _inputs()
     _block(*inputs).backward()
     torch.testing.assert_close(gradients[0], inputs[1].grad)
+
+
+def test_a_hit_hands_the_compilers_the_captured_graphs_own_constants() -> None:
+    """The format loads constants on the CPU; a warm start's halves must hold the captured
+    Graph's tensors (on its device, the objects a cold compile binds), not those copies."""
+    scale = torch.full((5,), 2.0)
+
+    def scaled(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return ((x @ w) * scale).sum()
+
+    seen: list[Graph] = []
+
+    def keep(graph: Graph, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        seen.append(graph)
+        return Interpreter(graph)
+
+    store = DictStore()
+    for _ in range(2):  # cold, then warm
+        graph = trace(scaled, *_inputs()[:2])
+        inputs = _inputs()[:2]
+        aot(graph, inputs, keep, keep, store=store)(*inputs).backward()
+        torch.testing.assert_close(inputs[1].grad, inputs[0].sum(0)[:, None] * scale)
+        own = {id(t) for t in graph.constants.values()}
+        for half in seen[-2:]:
+            for tensor in half.constants.values():
+                assert id(tensor) in own, "a constant of the cached halves is a loaded copy"
+    assert store.hits == 1

@@ -32,7 +32,7 @@ import torch
 
 from ember.autodiff.functionalize import OutputSource, Signature
 from ember.autodiff.partition import Partition
-from ember.prims import Graph, InputKind, dumps, loads
+from ember.prims import Graph, InputKind, TensorSpec, dumps, loads
 
 _DOMAIN = b"ember-partition\x00v2\x00"
 _LITERALS = (type(None), bool, int, float, str)  # output literals kept as JSON
@@ -111,7 +111,9 @@ def decode(data: bytes, graph: Graph) -> CachedPartition | None:
         header = json.loads(data[_LENGTH.size : _LENGTH.size + length])
         start = _LENGTH.size + length
         middle = start + int(header["forward_bytes"])
-        forward, backward = loads(data[start:middle]), loads(data[middle:])
+        forward, backward = _with_constants_of(
+            graph, loads(data[start:middle]), loads(data[middle:])
+        )
         parts = Partition(
             forward,
             backward,
@@ -124,6 +126,30 @@ def decode(data: bytes, graph: Graph) -> CachedPartition | None:
         return CachedPartition(parts, differentiable, signature)
     except Exception:  # noqa: BLE001 - any damage reads as a miss
         return None
+
+
+def _with_constants_of(graph: Graph, *parts: Graph) -> tuple[Graph, ...]:
+    """`parts` holding the tensors a cold compile would: a constant of `graph` (the captured
+    Graph) is that very tensor, and another one moves to the device its input declares. The
+    format loads constants on the CPU: a warm start's forward then read a CPU tensor where the
+    cold one read the GPU's, which kept it off CUDA graphs (GPT-2 training, reduce-overhead)."""
+    for part in parts:
+        devices = {
+            gi.target: gi.value.spec.device
+            for gi in part.inputs
+            if gi.target is not None and isinstance(gi.value.spec, TensorSpec)
+        }
+        for name, tensor in list(part.constants.items()):
+            own = graph.constants.get(name)
+            if isinstance(own, torch.Tensor) and _same_kind(own, tensor):
+                part.constants[name] = own
+            elif name in devices and tensor.device != devices[name]:
+                part.constants[name] = tensor.to(devices[name])
+    return parts
+
+
+def _same_kind(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape
 
 
 def _encode_signature(signature: Signature) -> dict[str, Any] | None:
