@@ -1,6 +1,7 @@
 """Convolution as an implicit GEMM under Triton's interpreter: 2-D convolutions with fused
 epilogues (bias and ReLU, residual add, batch norm in inference, GELU) over strides, padding,
-dilation, odd channel counts and channels-last tensors, against eager; the epilogue fuses
+dilation, odd channel counts and channels-last tensors, and ResNet's stem and bottleneck
+(several convolutions in one graph, bfloat16), against eager; the epilogue fuses
 (one kernel, no cuDNN call); a convolution with nothing to fuse stays cuDNN's; the vendor
 path (cuDNN, then the epilogue kernel) computes the same values."""
 
@@ -41,8 +42,8 @@ def _config(**changes: Any) -> InductorConfig:
     return dataclasses.replace(load(InductorConfig), **settings)
 
 
-def _randn(*size: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*size, generator=torch.Generator().manual_seed(seed))
+def _randn(*size: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*size, generator=torch.Generator().manual_seed(seed)).to(dtype)
 
 
 def _channels_last(t: torch.Tensor) -> torch.Tensor:
@@ -53,6 +54,38 @@ def _batch_norm(x: torch.Tensor, w: torch.Tensor, mean: torch.Tensor,
                 var: torch.Tensor) -> torch.Tensor:  # fmt: skip
     y = F.conv2d(x, w, padding=1)
     return torch.relu(F.batch_norm(y, mean, var, training=False))
+
+
+def _norm(channels: int, seed: int) -> tuple[torch.Tensor, ...]:
+    """Inference batch norm's mean, variance, weight and bias (float32, as autocast keeps them)."""
+    mean, weight, bias = (_randn(channels, seed=seed + i) for i in (0, 2, 3))
+    return mean, _randn(channels, seed=seed + 1).abs() + 0.5, weight, bias
+
+
+def _conv_norm(x: torch.Tensor, w: torch.Tensor, norm: tuple[torch.Tensor, ...],
+               relu: bool = True, **conv: Any) -> torch.Tensor:  # fmt: skip
+    mean, var, weight, bias = norm
+    y = F.batch_norm(F.conv2d(x, w, **conv), mean, var, weight, bias, training=False)
+    return torch.relu(y) if relu else y
+
+
+def _stem(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
+          *norms: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """ResNet's 7x7 stride-2 convolution over 3 channels, then a 1x1 one, each with batch norm
+    and ReLU: two templates back to back."""
+    y = _conv_norm(x, w1, norms[:4], stride=2, padding=3)
+    return _conv_norm(y, w2, norms[4:])
+
+
+def _bottleneck(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor,
+                shortcut: torch.Tensor, *norms: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """ResNet-50's downsampling bottleneck: 1x1, 3x3 stride 2 and 1x1 convolutions with batch
+    norm (ReLU after the first two), a strided 1x1 shortcut with batch norm, the residual add
+    and ReLU."""
+    y = _conv_norm(x, w1, norms[0:4])
+    y = _conv_norm(y, w2, norms[4:8], stride=2, padding=1)
+    y = _conv_norm(y, w3, norms[8:12], relu=False)
+    return torch.relu(y + _conv_norm(x, shortcut, norms[12:16], relu=False, stride=2))
 
 
 CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]]]] = {
@@ -85,7 +118,40 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
             _randn(8, seed=3).abs() + 0.5,
         ),
     ),
+    # several convolutions of one graph, each its own template (they were once given one
+    # kernel name, so one template ran twice and the other never)
+    "resnet_bottleneck_channels_last": (
+        _bottleneck,
+        lambda: (
+            _channels_last(_randn(2, 8, 9, 11)),
+            *(
+                _channels_last(_randn(*size, seed=seed))
+                for seed, size in enumerate(
+                    [(4, 8, 1, 1), (4, 4, 3, 3), (12, 4, 1, 1), (12, 8, 1, 1)], start=1
+                )
+            ),
+            *_norm(4, 10),
+            *_norm(4, 20),
+            *_norm(12, 30),
+            *_norm(12, 40),
+        ),
+    ),
+    "bfloat16_resnet_stem": (
+        _stem,
+        lambda: (
+            _randn(2, 3, 21, 19, dtype=torch.bfloat16),
+            # weights at He initialization's scale: activations near 1, as in a trained model
+            _channels_last((_randn(8, 3, 7, 7, seed=1) * 0.1).to(torch.bfloat16)),
+            (_randn(16, 8, 1, 1, seed=2) * 0.5).to(torch.bfloat16),
+            *_norm(8, 10),
+            *_norm(16, 20),
+        ),
+    ),
 }
+
+# bfloat16 as the interpreter computes it: its float32-to-bfloat16 casts truncate (eager's
+# round to nearest), and the template rounds the product before the epilogue as eager does
+TOLERANCES = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (2e-2, 5e-2)}  # rtol, atol
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -96,7 +162,9 @@ def test_conv_templates_match_eager(name: str, cache: ArtifactCache, interpreter
     compiled = compile_graph(graph, inputs, config=_config(), backend=TritonBackend(), cache=cache)
     kernels = compiled.call.__globals__["kernels"].values()
     assert any(isinstance(k, GemmChoice) for k in kernels)
-    torch.testing.assert_close(compiled(*inputs), fn(*inputs), rtol=1e-4, atol=1e-4)
+    expected = fn(*inputs)
+    rtol, atol = TOLERANCES[expected.dtype]
+    torch.testing.assert_close(compiled(*inputs), expected, rtol=rtol, atol=atol)
 
 
 def test_conv_epilogue_fuses_and_a_bare_conv_stays_cudnn() -> None:

@@ -109,6 +109,10 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
         lambda bias, a, b: torch.addmm(bias, a, b, beta=0.5, alpha=2.0),
         lambda: (_randn(19, 1), _randn(19, 33, seed=1), _randn(33, 12, seed=2)),
     ),
+    "two_products_back_to_back": (  # each its own template (they once shared a kernel name)
+        lambda a, b, c: torch.relu(torch.relu(a @ b) @ c),
+        lambda: (_randn(9, 16), _randn(16, 24, seed=1), _randn(24, 12, seed=2)),
+    ),
     "product_read_twice": (  # the result is an output too: the template stores it
         lambda a, b: (a @ b, torch.tanh(a @ b)),
         lambda: (_randn(9, 16), _randn(16, 40, seed=1)),

@@ -15,6 +15,7 @@ against (`templates/gemm_choice.py`).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -83,6 +84,11 @@ def use_gemm_templates(program: Program, scheduled: Sequence[ScheduledNode]) -> 
     """`scheduled` with every eligible extern matmul made a `GemmKernel`, fused with the
     pointwise kernel that reads its result when that is safe (see the module)."""
     items = list(scheduled)
+    # Templates are numbered from past the fused kernels' numbers (their positions), one
+    # number each: a number from the item's position repeats once a fused epilogue leaves the
+    # list, and two templates of one name (ResNet's conv + batch norm + ReLU, back to back)
+    # became one kernel launched twice, the first convolution never computed.
+    numbers = itertools.count(len(items))
     position = 0
     while position < len(items):
         item = items[position]
@@ -104,7 +110,7 @@ def use_gemm_templates(program: Program, scheduled: Sequence[ScheduledNode]) -> 
         if store:  # the template writes the result into a buffer of its own
             storage = program.storages[gemm.result]
             program.storages[gemm.result] = dataclasses.replace(storage, layout=storage.declared)
-        kernel = _gemm_kernel(gemm, epilogue, len(items) + position)
+        kernel = _gemm_kernel(gemm, epilogue, next(numbers))
         if not store:
             kernel.local_buffers.add(gemm.result)
         if epilogue is not None and at is not None:
