@@ -412,12 +412,23 @@ def _schedule(
 def _generate(
     scheduled: Sequence[ScheduledNode], program: Program, backend: CodegenBackend
 ) -> dict[str, KernelSource]:
-    """Each kernel's source, named by its content: equal kernels share one definition."""
-    return {
-        item.name: name_by_content(backend.generate(item, program), sorted(item.local_buffers))
-        for item in scheduled
-        if isinstance(item, Kernel)
-    }
+    """Each kernel's source, named by its content: equal kernels share one definition. Two
+    kernels of one name and different sources are a bug of ember's naming, raised here: kept
+    as a dict, the second would replace the first and the wrapper would launch it twice
+    (ResNet-50's adjacent convolution templates did, ed5bbdc)."""
+    sources: dict[str, KernelSource] = {}
+    for item in scheduled:
+        if not isinstance(item, Kernel):
+            continue
+        source = name_by_content(backend.generate(item, program), sorted(item.local_buffers))
+        known = sources.setdefault(item.name, source)
+        if known.source != source.source:
+            raise InductorError(
+                f"two different kernels are both named {item.name!r}; this is a bug in "
+                "ember-inductor's kernel naming: please report it with the graph "
+                "(EMBER_LOGS=output_code shows the kernels)"
+            )
+    return sources
 
 
 def _load(
