@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 import torch
-from torch import nn
 
 import ember
 import ember.inductor.backend as backend
+from ember.prims.testing.models import SmallCNN
 from ember.runtime.cudagraphs import FunctionMode, set_recorder_factory, trees
 
 
@@ -57,16 +57,11 @@ def fake_gpu_tree(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     set_recorder_factory(None)
 
 
-class _ConvNet(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1)
-        self.norm = nn.BatchNorm2d(8)
-        self.head = nn.Linear(8, 4)
+class _ConvNet(SmallCNN):
+    """ember's small CNN (convolution, BatchNorm, ReLU, pooling, head) with a scalar loss."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.relu(self.norm(self.conv(x)))
-        return self.head(h.mean((2, 3))).square().mean()
+        return super().forward(x).square().mean()
 
 
 def test_training_reads_state_in_place_and_donates_saved_values(fake_gpu_tree: None) -> None:
