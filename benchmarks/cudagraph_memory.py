@@ -7,7 +7,13 @@ One process per compiler variant (eager, ember default, ember and torch.compile 
 allocated and reserved peaks of that step alone (`reset_peak_memory_stats` before it) and what
 stays allocated and reserved after it, in MB above the model and its inputs: the suite's
 reduce-overhead table gives one peak over all steps, this says which step makes it (an eager
-warm-up outside the graph pool, the recordings, or the replays). Needs CUDA; not part of CI.
+warm-up outside the graph pool, the recordings, or the replays). `--snapshot` also prints,
+after the last step, what each memory pool holds (the caching allocator's and each graph
+pool's reserved, allocated and largest free block) and the largest blocks still allocated with
+the line that allocated them: which tensors a reduce-overhead tree keeps between steps, and
+where a pool's memory sits unused. `--check-refcount` prints whether a tensor held by C++
+alone (a `.grad`) counts in its Python reference count on this torch. Needs CUDA; not part of
+CI.
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ def _compiled(module: torch.nn.Module, variant: str) -> Any:
     return ember.compile(module, backend=inductor, mode=mode)
 
 
-def measure(model: str, size: str, variant: str, steps: int) -> list[dict[str, float]]:
+def measure(
+    model: str, size: str, variant: str, steps: int, snapshot: bool = False
+) -> list[dict[str, float]]:
     from benchmarks.models import huggingface
 
     builders = {spec.name: spec.build for spec in huggingface.SPECS}
@@ -47,6 +55,8 @@ def measure(model: str, size: str, variant: str, steps: int) -> list[dict[str, f
     torch.cuda.empty_cache()
     base_allocated = torch.cuda.memory_allocated()
     base_reserved = torch.cuda.memory_reserved()
+    if snapshot:
+        torch.cuda.memory._record_memory_history(max_entries=200_000)
     run = _compiled(module, variant)
     opt = torch.optim.SGD(module.parameters(), lr=1e-3)
     rows = []
@@ -68,7 +78,70 @@ def measure(model: str, size: str, variant: str, steps: int) -> list[dict[str, f
                 "reserved_after": (torch.cuda.memory_reserved() - base_reserved) / mb,
             }
         )
+    if snapshot:
+        grads = [p.grad for p in module.parameters() if p.grad is not None]
+        print(
+            f"snapshot {variant}: {len(grads)} grads, "
+            f"{sum(g.numel() * g.element_size() for g in grads) / mb:.0f} MB",
+            file=sys.stderr,
+        )
+        for line in pool_summary(torch.cuda.memory._snapshot()):
+            print(f"snapshot {variant}: {line}", file=sys.stderr)
     return rows
+
+
+def pool_summary(snapshot: dict[str, Any], top: int = 12) -> list[str]:
+    """Per memory pool (0: the caching allocator's own): reserved, allocated, largest free
+    block; then the `top` largest allocated blocks with the innermost frame of ours."""
+    mb = 2.0**20
+    pools: dict[Any, list[float]] = {}
+    blocks: list[tuple[int, Any, str]] = []
+    for segment in snapshot["segments"]:
+        pool = tuple(segment.get("segment_pool_id", (0, 0)))
+        totals = pools.setdefault(pool, [0.0, 0.0, 0.0, 0.0])
+        totals[0] += segment["total_size"]
+        for block in segment["blocks"]:
+            if block["state"] == "active_allocated":
+                totals[1] += block["size"]
+                blocks.append((block["size"], pool, _origin(block.get("frames", []))))
+            else:
+                totals[2] = max(totals[2], block["size"])
+                totals[3] += block["size"]
+    lines = [
+        f"pool {pool}: reserved {t[0] / mb:.0f} MB, allocated {t[1] / mb:.0f}, free {t[3] / mb:.0f}"
+        f" (largest {t[2] / mb:.0f})"
+        for pool, t in sorted(pools.items())
+    ]
+    by_origin: dict[tuple[Any, str], list[int]] = {}
+    for size, pool, origin in blocks:
+        by_origin.setdefault((pool, origin), []).append(size)
+    ranked = sorted(by_origin.items(), key=lambda item: -sum(item[1]))[:top]
+    lines += [
+        f"  {sum(sizes) / mb:.0f} MB in {len(sizes)} blocks, pool {pool}: {origin}"
+        for (pool, origin), sizes in ranked
+    ]
+    return lines
+
+
+def _origin(frames: list[dict[str, Any]]) -> str:
+    """The innermost frame outside torch: the wrapper line or ember's runtime that allocated."""
+    for frame in frames:
+        name = frame.get("filename", "")
+        if "/torch/" not in name and name and not name.startswith("??"):
+            return f"{name.rsplit('/', 2)[-1]}:{frame.get('line')} ({frame.get('name')})"
+    return "unknown"
+
+
+def check_refcount() -> None:
+    """Whether C++ holders of a TensorImpl (a `.grad`) show in its Python reference count: the
+    tree's hand-out relies on it to see that nobody holds an output."""
+    parameter = torch.nn.Parameter(torch.ones(4, device="cuda"))
+    grad = torch.ones(4, device="cuda")
+    before = sys.getrefcount(grad)
+    parameter.grad = grad
+    print(
+        f"refcount {before} -> {sys.getrefcount(grad)} after .grad = it (torch {torch.__version__})"
+    )
 
 
 def main() -> None:
@@ -77,18 +150,31 @@ def main() -> None:
     parser.add_argument("--size", default="gpu")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--variant", help="measure one variant in this process (worker)")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
+    parser.add_argument("--snapshot", action="store_true", help="what the pools hold at the end")
+    parser.add_argument("--check-refcount", action="store_true")
     arguments = parser.parse_args()
+    if arguments.check_refcount:
+        check_refcount()
+        return
     if arguments.variant:
-        rows = measure(arguments.model, arguments.size, arguments.variant, arguments.steps)
+        rows = measure(
+            arguments.model, arguments.size, arguments.variant, arguments.steps, arguments.snapshot
+        )
         print(json.dumps(rows))
         return
     print(f"{arguments.model} ({arguments.size}) training, MB above the model and inputs")
     print("variant | step | peak allocated | peak reserved | allocated after | reserved after")
-    for variant in VARIANTS:
+    for variant in arguments.variants.split(","):
         command = [sys.executable, "-m", "benchmarks.cudagraph_memory", "--model",
                    arguments.model, "--size", arguments.size, "--steps", str(arguments.steps),
                    "--variant", variant]  # fmt: skip
+        if arguments.snapshot:
+            command.append("--snapshot")
         done = subprocess.run(command, capture_output=True, text=True, check=False)
+        for line in done.stderr.splitlines():
+            if line.startswith("snapshot "):
+                print(line.removeprefix("snapshot "))
         if done.returncode != 0:
             print(f"{variant} | failed: {done.stderr.strip().splitlines()[-1:]}")
             continue
