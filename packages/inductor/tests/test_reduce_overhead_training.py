@@ -96,3 +96,67 @@ def test_training_reads_state_in_place_and_donates_saved_values(fake_gpu_tree: N
     assert sorted(tuple(p.shape) for p in backward.inputs.placeholders) == [(), (2, 3, 6, 6)]
     # the saved values' memory went to the backward's recording
     assert forward.donee is backward and backward.donors == [forward]
+
+
+def _backward_memory(tree: Any) -> list[tuple[int, int]]:
+    """(start, end) of every output storage the tree's backward nodes own."""
+    spans = []
+    stack = [node for nodes in tree.roots.values() for node in nodes]
+    while stack:
+        node = stack.pop()
+        stack.extend(child for nodes in node.children.values() for child in nodes)
+        if node.function.mode is FunctionMode.BACKWARD:
+            for owner in node.owners:
+                storage = owner.untyped_storage()
+                spans.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+    return spans
+
+
+def test_gradients_are_the_backward_memory_not_copies(fake_gpu_tree: None) -> None:
+    """autograd keeps a replay's gradient as it is (no copy of every gradient a step, no
+    second copy of them all in memory): `.grad` is the backward graph's output memory."""
+    torch.manual_seed(0)
+    model = _ConvNet()
+    compiled = ember.compile(model, backend=backend.inductor, mode="reduce-overhead")
+    for step in range(4):
+        model.zero_grad(set_to_none=True)
+        compiled(torch.randn(2, 3, 6, 6) + step).backward()
+    (tree,) = trees()
+    spans = _backward_memory(tree)
+    assert spans
+    for p in model.parameters():
+        assert p.grad is not None
+        address = p.grad.untyped_storage().data_ptr()
+        assert any(start <= address < end for start, end in spans), "gradient was copied"
+
+
+@pytest.mark.parametrize("zero_in_place", [False, True])
+def test_gradients_held_over_steps_stay_right(fake_gpu_tree: None, zero_in_place: bool) -> None:
+    """Gradients a replay installed in `.grad`, then accumulated over steps (no zero_grad)
+    or zeroed in place, live in the backward's memory, which a replay would overwrite: the
+    backward runs without CUDA graphs while they are held, and they match eager's; once they
+    are dropped the backward replays again."""
+    torch.manual_seed(0)
+    model, reference = _ConvNet(), _ConvNet()
+    reference.load_state_dict(model.state_dict())
+    compiled = ember.compile(model, backend=backend.inductor, mode="reduce-overhead")
+    for step in range(6):
+        x = torch.randn(2, 3, 6, 6) + step
+        for run, module in ((compiled, model), (reference, reference)):
+            if step < 3 or zero_in_place:  # warm-up, record, replay: new gradients
+                module.zero_grad(set_to_none=step < 3)
+            run(x).backward()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert p.grad is not None and q.grad is not None
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    (tree,) = trees()
+    eager_runs, replays = tree.eager_runs, tree.replays
+    assert eager_runs >= 2 + 3  # warm-ups, then the backward of the three steps holding grads
+    for step in range(2):  # gradients dropped: replays again, values right
+        x = torch.randn(2, 3, 6, 6) - step
+        for run, module in ((compiled, model), (reference, reference)):
+            module.zero_grad(set_to_none=True)
+            run(x).backward()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    assert (tree.eager_runs, tree.replays) == (eager_runs, replays + 4)
