@@ -185,22 +185,3 @@ def test_a_saved_value_someone_still_holds_is_not_donated(fake: FakeRecorder) ->
         kept.clear()
     (root,) = tree_for(CUDA).roots[forward.function.id]
     assert root.donee is None and len(root.donatable) == 1
-
-
-def test_backward_output_a_name_holds_keeps_its_values(fake: FakeRecorder) -> None:
-    """A backward's outputs are new tensors each call (autograd keeps a gradient as it is
-    only when nothing else refers to it); one a Python name still holds when the next step
-    begins is moved to memory of its own, so the next replay does not overwrite it."""
-    forward, backward = _pair()
-    weight = torch.randn(3, 3)
-    held: list[tuple[torch.Tensor, torch.Tensor]] = []
-    for i in range(5):
-        out, _, _ = saved = forward([torch.randn(3, 3) + i, weight])
-        args = [saved[1], saved[2], torch.full_like(out, float(i + 1))]
-        del saved
-        (grad,) = backward.consuming(args)
-        held.append((grad, (i + 1) * weight.expand(3, 3)))
-    for grad, expected in held:
-        torch.testing.assert_close(grad, expected)
-    tree = tree_for(CUDA)
-    assert tree.replays >= 4 and tree.moved >= 3

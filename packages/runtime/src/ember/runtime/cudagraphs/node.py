@@ -8,21 +8,12 @@ hand-out is one reference-count comparison and a list copy. An output still held
 step begins is poisoned (`release_held`): a replay will overwrite it; its group (the outputs
 over one storage) gets new tensors over a new storage alias. Outputs that are views of an
 input are rebuilt on that call's input; outputs that require grad are built anew each call.
-
-A backward's outputs (gradients) are built anew each call too: autograd installs a gradient in
-`.grad` as it is only when nothing else refers to it, and copies it otherwise (a reduce-overhead
-Llama-style step held its 594 MB of gradients twice, H200). When a step begins, an output of
-the step before that a Python name still holds is moved to memory of its own (`move_held`);
-while one is held where Python cannot reach it (gradients accumulated in `.grad` over steps,
-or zeroed in place) the backward is not replayed, which would overwrite it: the tree runs it
-as it is (`outputs_held`).
 """
 
 from __future__ import annotations
 
 import enum
 import sys
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -86,11 +77,7 @@ class Node:
     _reused_at: list[int] = field(default_factory=list, repr=False)  # their output index
     _baseline: list[int] = field(default_factory=list, repr=False)  # their counts unheld
     _views: list[int] = field(default_factory=list, repr=False)  # INPUT_VIEW outputs
-    _fresh: list[int] = field(default_factory=list, repr=False)  # POOL, built each call
-    # a backward's: the storage aliases its outputs are built on (one per owned storage;
-    # a tensor over one beyond the alias itself is an output someone holds)
-    _aliases: list[torch.UntypedStorage] = field(default_factory=list, repr=False)
-    _handed: list[weakref.ref[torch.Tensor]] = field(default_factory=list, repr=False)
+    _fresh: list[int] = field(default_factory=list, repr=False)  # POOL, requires grad
 
     @classmethod
     def create(
@@ -187,55 +174,13 @@ class Node:
                 plan.size, plan.stride, base.storage_offset() + plan.offset
             )
         fresh: list[torch.Tensor] = []
-        if self.function.mode is FunctionMode.BACKWARD:
-            if len(self._aliases) != len(self.owners):
-                self._aliases = [recorder.storage_alias(owner) for owner in self.owners]
-            handed = self._handed
-            for index in self._fresh:
-                tensor = self._build(self.outputs[index], self._aliases)
-                results[index] = tensor
-                handed.append(weakref.ref(tensor))
-        elif self._fresh:
+        if self._fresh:
             storages = [recorder.storage_alias(owner) for owner in self.owners]
             for index in self._fresh:
                 tensor = self._build(self.outputs[index], storages)
                 results[index] = tensor
                 fresh.append(tensor)
         return results, fresh
-
-    def move_held(self) -> int:
-        """When a step begins: give each output of this backward's calls that a Python name
-        still holds memory of its own, with its values (one copy), so the next replay does not
-        overwrite it. Returns how many moved. (A gradient autograd keeps in `.grad` alone has
-        no Python object to reach: `outputs_held` sees it.)"""
-        moved = 0
-        for ref in self._handed:
-            tensor = ref()
-            if tensor is None:
-                continue
-            copy = tensor.clone()
-            with torch.no_grad():
-                tensor.set_(copy.untyped_storage(), copy.storage_offset(), copy.shape,
-                            copy.stride())  # fmt: skip
-            moved += 1
-        self._handed = []
-        return moved
-
-    def outputs_held(self) -> bool:
-        """Whether a backward's output of an earlier call is still held (a `.grad` kept over
-        steps: accumulated, or zeroed in place): a replay would overwrite it."""
-        use_count = torch._C._storage_Use_Count
-        return any(use_count(alias._cdata) > 1 for alias in self._aliases)
-
-    def poison_held(self, recorder: Recorder, message: str) -> None:
-        """Make the backward's outputs still held unreadable (their memory is about to be
-        freed with the node's pool) and build the next ones on new aliases."""
-        use_count = torch._C._storage_Use_Count
-        for group, alias in enumerate(self._aliases):
-            if use_count(alias._cdata) > 1:
-                over = torch.empty(0, dtype=torch.uint8, device=self.owners[group].device)
-                recorder.invalidate(over.set_(alias), message)
-                self._aliases[group] = recorder.storage_alias(self.owners[group])
 
     def release_held(self, recorder: Recorder, step: int) -> bool:
         """Poison the tensors handed out in `step` that someone still holds (a replay will
@@ -290,7 +235,7 @@ class Node:
             elif plan.kind is OutputKind.INPUT_VIEW:
                 results.append(None)
                 self._views.append(index)
-            elif plan.requires_grad or self.function.mode is FunctionMode.BACKWARD:
+            elif plan.requires_grad:
                 results.append(None)
                 self._fresh.append(index)
             else:

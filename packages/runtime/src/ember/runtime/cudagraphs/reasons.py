@@ -87,14 +87,6 @@ RETAINED_SAVED = Reason(
     "graphs",
     "call backward() without retain_graph=True in the steps you want replayed",
 )
-GRADIENTS_HELD = Reason(
-    "gradients_held",
-    "backward graph {graph} was called while gradients an earlier call of it produced are "
-    "still held (accumulated over steps without zero_grad(), or zeroed in place); a replay "
-    "writes its gradients into that same memory, so this call runs without CUDA graphs",
-    "call optimizer.zero_grad() (set_to_none=True, the default) before each step's first "
-    "backward to keep the backward replayed",
-)
 
 CATALOGUE: dict[str, Reason] = {
     reason.id: reason
@@ -109,15 +101,9 @@ CATALOGUE: dict[str, Reason] = {
         PENDING_BACKWARD,
         SAVED_VALUES_LIVE,
         RETAINED_SAVED,
-        GRADIENTS_HELD,
     )
 }
 
-RESET = (
-    "ember: this tensor is a gradient that {graph} produced as a CUDA graph "
-    "(mode='reduce-overhead') and its memory was freed when the CUDA graphs were reset. Clone "
-    "gradients you need across a reset, or reset between steps, after zero_grad()."
-)
 OVERWRITTEN = (
     "ember: this tensor is an output of {graph} run as a CUDA graph (mode='reduce-overhead'), "
     "and a later step replayed that graph and overwrote it (the output was made in step "

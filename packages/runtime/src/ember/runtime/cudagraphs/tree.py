@@ -27,10 +27,8 @@ from ember.runtime.cudagraphs.node import Node
 from ember.runtime.cudagraphs.reasons import (
     CPU_TENSOR,
     DYNAMIC_SHAPES,
-    GRADIENTS_HELD,
     OVERWRITTEN,
     PENDING_BACKWARD,
-    RESET,
     RETAINED_SAVED,
     SAVED_VALUES_LIVE,
     STATIC_INPUT_MOVED,
@@ -73,8 +71,6 @@ class CudaGraphTree:
         self.pending_backward = 0
         self.step_marked = False
         self.handed_out: list[tuple[weakref.ref[torch.Tensor], str]] = []
-        self.backwards_run: dict[int, Node] = {}  # this step's replayed or recorded backwards
-        self.moved = 0  # backward outputs held over a step, moved to memory of their own
         self.replays = 0
         self.eager_runs = 0
 
@@ -102,9 +98,6 @@ class CudaGraphTree:
         if node is not None:
             if node.donors and not consumed:
                 log_reason(function, RETAINED_SAVED, graph=function.name)
-                return self._eager(function, args)
-            if node.function.mode is FunctionMode.BACKWARD and node.outputs_held():
-                log_reason(function, GRADIENTS_HELD, graph=function.name)
                 return self._eager(function, args)
             return self._replay(node, args)
         if signature not in function.warmed_up:
@@ -215,8 +208,6 @@ class CudaGraphTree:
 
     def _hand_out(self, node: Node, args: list[Any]) -> Sequence[Any]:
         results, fresh = node.hand_out(self.recorder, args, self.step)
-        if node.function.mode is FunctionMode.BACKWARD:
-            self.backwards_run[id(node)] = node
         if fresh:
             message = OVERWRITTEN.format(graph=node.function.name, step=self.step)
             self.handed_out.extend((weakref.ref(t), message) for t in fresh)
@@ -275,9 +266,6 @@ class CudaGraphTree:
         while node is not None:
             node.release_held(self.recorder, self.step)
             node = node.parent
-        for backward in self.backwards_run.values():
-            self.moved += backward.move_held()
-        self.backwards_run.clear()
         for ref, message in self.handed_out:
             tensor = ref()
             if tensor is not None:
@@ -345,14 +333,7 @@ def trees() -> list[CudaGraphTree]:
 
 
 def reset_trees() -> None:
-    """Forget every tree (their graphs and pools are freed once no output refers to them;
-    gradients still held over a backward's memory are made unreadable)."""
+    """Forget every tree (their graphs and pools are freed once no output refers to them)."""
     for tree in _trees.values():
         tree.new_step()
-        stack = [node for nodes in tree.roots.values() for node in nodes]
-        while stack:
-            node = stack.pop()
-            stack.extend(child for nodes in node.children.values() for child in nodes)
-            if node.function.mode is FunctionMode.BACKWARD:
-                node.poison_held(tree.recorder, RESET.format(graph=node.function.name))
     _trees.clear()
