@@ -55,8 +55,9 @@ def measure(
     torch.cuda.empty_cache()
     base_allocated = torch.cuda.memory_allocated()
     base_reserved = torch.cuda.memory_reserved()
+    boundaries: list[int] = []
     if snapshot:
-        torch.cuda.memory._record_memory_history(max_entries=200_000)
+        torch.cuda.memory._record_memory_history(max_entries=1_000_000)
     run = _compiled(module, variant)
     opt = torch.optim.SGD(module.parameters(), lr=1e-3)
     rows = []
@@ -70,6 +71,8 @@ def measure(
         opt.step()
         del loss
         torch.cuda.synchronize()
+        if snapshot:  # where this step's events end in the trace
+            boundaries.append(len(torch.cuda.memory._snapshot()["device_traces"][0]))
         rows.append(
             {
                 "peak_allocated": (torch.cuda.max_memory_allocated() - base_allocated) / mb,
@@ -85,7 +88,10 @@ def measure(
             f"{sum(g.numel() * g.element_size() for g in grads) / mb:.0f} MB",
             file=sys.stderr,
         )
-        for line in pool_summary(torch.cuda.memory._snapshot()):
+        state = torch.cuda.memory._snapshot()
+        for line in pool_summary(state):
+            print(f"snapshot {variant}: {line}", file=sys.stderr)
+        for line in segment_growth(state["device_traces"][0], boundaries):
             print(f"snapshot {variant}: {line}", file=sys.stderr)
     return rows
 
@@ -124,12 +130,48 @@ def pool_summary(snapshot: dict[str, Any], top: int = 12) -> list[str]:
 
 
 def _origin(frames: list[dict[str, Any]]) -> str:
-    """The innermost frame outside torch: the wrapper line or ember's runtime that allocated."""
+    """The innermost Python frame outside torch: the wrapper line or ember's runtime that
+    allocated (C++ frames come first in a snapshot's stacks)."""
     for frame in frames:
         name = frame.get("filename", "")
-        if "/torch/" not in name and name and not name.startswith("??"):
+        if (name.endswith(".py") and "/torch/" not in name) or name.startswith("<"):
             return f"{name.rsplit('/', 2)[-1]}:{frame.get('line')} ({frame.get('name')})"
     return "unknown"
+
+
+def segment_growth(trace: list[dict[str, Any]], boundaries: list[int], top: int = 15) -> list[str]:
+    """Each time the allocator reserved a new segment (no cached block fit), from the trace
+    of allocator events: the step, the segment's size, what was reserved, allocated and free
+    in the cache just before, and the line whose allocation asked for it. Free memory that
+    could not serve the request is fragmentation."""
+    mb = 2.0**20
+    reserved = allocated = 0
+    grown: list[tuple[int, int, float, float, str]] = []
+    per_step: dict[int, list[int]] = {}
+    for index, event in enumerate(trace):
+        action, size = event["action"], event["size"]
+        step = sum(1 for boundary in boundaries if index >= boundary)
+        if action == "segment_alloc":
+            origin = _origin(event.get("frames", []))
+            grown.append((step, size, reserved / mb, (reserved - allocated) / mb, origin))
+            per_step.setdefault(step, []).append(size)
+            reserved += size
+        elif action == "segment_free":
+            reserved -= size
+        elif action == "alloc":
+            allocated += size
+        elif action == "free_completed":
+            allocated -= size
+    lines = [
+        f"step {step}: {len(sizes)} segments, {sum(sizes) / mb:.0f} MB"
+        for step, sizes in sorted(per_step.items())
+    ]
+    lines += [
+        f"  step {step}: +{size / mb:.0f} MB at reserved {before:.0f} with {free:.0f} free: "
+        f"{origin}"
+        for step, size, before, free, origin in sorted(grown, key=lambda g: -g[1])[:top]
+    ]
+    return lines
 
 
 def check_refcount() -> None:
