@@ -96,3 +96,88 @@ def test_training_reads_state_in_place_and_donates_saved_values(fake_gpu_tree: N
     assert sorted(tuple(p.shape) for p in backward.inputs.placeholders) == [(), (2, 3, 6, 6)]
     # the saved values' memory went to the backward's recording
     assert forward.donee is backward and backward.donors == [forward]
+
+
+def _backward_memory(tree: Any) -> list[tuple[int, int]]:
+    """(start, end) of every output storage the tree's backward nodes own."""
+    spans = []
+    stack = [node for nodes in tree.roots.values() for node in nodes]
+    while stack:
+        node = stack.pop()
+        stack.extend(child for nodes in node.children.values() for child in nodes)
+        if node.function.mode is FunctionMode.BACKWARD:
+            for owner in node.owners:
+                storage = owner.untyped_storage()
+                spans.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+    return spans
+
+
+def test_gradients_are_the_backward_memory_not_copies(fake_gpu_tree: None) -> None:
+    """autograd keeps a replay's gradient as it is (no copy of every gradient a step, no
+    second copy of them all in memory): `.grad` is the backward graph's output memory."""
+    torch.manual_seed(0)
+    model = _ConvNet()
+    compiled = ember.compile(model, backend=backend.inductor, mode="reduce-overhead")
+    for step in range(4):
+        model.zero_grad(set_to_none=True)
+        compiled(torch.randn(2, 3, 6, 6) + step).backward()
+    (tree,) = trees()
+    spans = _backward_memory(tree)
+    assert spans
+    for p in model.parameters():
+        assert p.grad is not None
+        address = p.grad.untyped_storage().data_ptr()
+        assert any(start <= address < end for start, end in spans), "gradient was copied"
+
+
+@pytest.mark.parametrize("zero_in_place", [False, True])
+def test_gradients_held_over_steps_stay_right(fake_gpu_tree: None, zero_in_place: bool) -> None:
+    """Gradients a replay installed in `.grad`, then accumulated over steps (no zero_grad)
+    or zeroed in place, are the backward's memory, which the next step's replays overwrite
+    (on a GPU the forward's too, whose freed memory the backward's outputs may take): when
+    the step begins they are moved to memory of their own, before any replay, so they match
+    eager's, and every step still replays."""
+    torch.manual_seed(0)
+    model, reference = _ConvNet(), _ConvNet()
+    reference.load_state_dict(model.state_dict())
+    compiled = ember.compile(model, backend=backend.inductor, mode="reduce-overhead")
+    for step in range(7):
+        x = torch.randn(2, 3, 6, 6) + step
+        for run, module in ((compiled, model), (reference, reference)):
+            if step < 3 or zero_in_place:  # warm-up, record, replay: new gradients
+                module.zero_grad(set_to_none=step < 3)
+            loss = run(x)
+            if module is model and step >= 3:  # the step began: nothing left in the graph's
+                spans = _backward_memory(trees()[0])
+                for p in model.parameters():
+                    address = p.grad.untyped_storage().data_ptr()
+                    assert not any(start <= address < end for start, end in spans)
+            loss.backward()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert p.grad is not None and q.grad is not None
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    (tree,) = trees()
+    assert tree.eager_runs == 2  # the warm-ups: every later step replays
+    assert tree.replays >= 2 * 5
+    # moved once, when the first step holding them began; later steps add into that memory
+    assert tree.moved == len(list(model.parameters()))
+
+
+def test_backward_example_inputs_are_not_allocated(
+    fake_gpu_tree: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Putting the backward on the tree reads none of its example inputs: ember-autodiff
+    makes them on first access, one tensor per saved value (the whole activation memory)."""
+    import importlib
+
+    aot = importlib.import_module("ember.autodiff.aot")
+    made: list[int] = []
+    real = aot._zeros_for
+    monkeypatch.setattr(aot, "_zeros_for", lambda graph: made.append(1) or real(graph))
+    model = _ConvNet()
+    compiled = ember.compile(model, backend=backend.inductor, mode="reduce-overhead")
+    for step in range(3):
+        model.zero_grad(set_to_none=True)
+        compiled(torch.randn(2, 3, 6, 6) + step).backward()
+    assert trees()[0].replays >= 2
+    assert made == []

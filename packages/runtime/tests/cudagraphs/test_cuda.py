@@ -301,3 +301,49 @@ def test_backward_recording_reuses_the_memory_of_saved_values() -> None:
     megabytes = extra[1] / 2**20  # the backward's recording
     assert megabytes < 96, f"the recording needed {megabytes:.0f} MB beyond its inputs"
     reset_trees()
+
+
+def test_gradients_are_the_graph_memory_and_accumulate_right(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A replayed backward's gradients go to `.grad` as they are (no copy of each gradient a
+    step, no second set of them in memory); gradients then accumulated over steps without
+    zero_grad() still match eager's (moved out of the graphs' memory when each step begins:
+    the forward's replay may overwrite it, as found on the H200), every step replaying."""
+    reset_trees()
+    model, reference = _gpt2(), _gpt2()
+    compiled = _compile(model)
+
+    def step(index: int, zero: bool) -> None:
+        tokens = (torch.arange(16, device=CUDA).view(2, 8) * (index + 1)) % 64
+        for run, module in ((compiled, model), (reference, reference)):
+            if zero:
+                module.zero_grad(set_to_none=True)
+            run(tokens).float().square().mean().backward()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+
+    for index in range(3):  # warm-up, record, replay
+        step(index, zero=True)
+    tree = tree_for(CUDA)
+    backwards = [
+        node
+        for nodes in tree.roots.values()
+        for root in nodes
+        for children in root.children.values()
+        for node in children
+    ]
+    assert backwards, _why(caplog)
+    pool = [
+        (owner.data_ptr(), owner.data_ptr() + owner.untyped_storage().nbytes())
+        for node in backwards
+        for owner in node.owners
+    ]
+    for p in model.parameters():
+        assert any(start <= p.grad.data_ptr() < end for start, end in pool), "copied"
+    replays = tree.replays
+    for index in range(3, 6):  # accumulated over steps
+        step(index, zero=False)
+    step(6, zero=True)
+    assert tree.replays == replays + 8, _why(caplog)
+    assert tree.moved > 0

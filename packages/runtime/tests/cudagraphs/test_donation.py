@@ -185,3 +185,21 @@ def test_a_saved_value_someone_still_holds_is_not_donated(fake: FakeRecorder) ->
         kept.clear()
     (root,) = tree_for(CUDA).roots[forward.function.id]
     assert root.donee is None and len(root.donatable) == 1
+
+
+def test_backward_outputs_held_over_a_step_are_poisoned(fake: FakeRecorder) -> None:
+    """A backward's outputs are new tensors each call (so autograd can keep a gradient as it
+    is); one still held when the next step begins is poisoned, as forward outputs are, and
+    the outputs handed out after it are over memory nobody poisoned."""
+    forward, backward = _pair()
+    weight = torch.randn(3, 3)
+    grads = []
+    for i in range(4):
+        _, grad = _step(forward, backward, weight, torch.randn(3, 3) + i)
+        grads.append(grad)
+    assert grads[-1] is not grads[-2]
+    poisoned = [t.data_ptr() for t, message in fake.invalidated if "bw" in message]
+    # the gradients of the recording and of the first replay were held when the next step
+    # began (the warm-up's is not the graph's memory; the last one's step has not ended)
+    assert grads[1].data_ptr() in poisoned and grads[2].data_ptr() in poisoned, poisoned
+    torch.testing.assert_close(grads[-1], weight.expand(3, 3))

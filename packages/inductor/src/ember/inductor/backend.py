@@ -159,11 +159,19 @@ class _CudaGraphs:
     ) -> GraphFunction | None:
         if not isinstance(compiled, CompiledGraph):
             return None
-        static = {
-            i
-            for i, t in enumerate(example_inputs)
-            if id(t) in self.state or isinstance(t, torch.nn.Parameter)
-        }
+        # a backward's example inputs are placeholders made on first access (ember-autodiff
+        # allocates one per saved value): never touched, as none is a parameter; reading them
+        # allocated every saved activation's size at compile time (Llama-style: the largest
+        # blocks of the first step, +300 MB reserved on the H200)
+        static = (
+            set()
+            if mode is FunctionMode.BACKWARD
+            else {
+                i
+                for i, t in enumerate(example_inputs)
+                if id(t) in self.state or isinstance(t, torch.nn.Parameter)
+            }
+        )
         return compiled.use_cudagraphs(compute_device(graph), static, mode)
 
 

@@ -8,6 +8,15 @@ hand-out is one reference-count comparison and a list copy. An output still held
 step begins is poisoned (`release_held`): a replay will overwrite it; its group (the outputs
 over one storage) gets new tensors over a new storage alias. Outputs that are views of an
 input are rebuilt on that call's input; outputs that require grad are built anew each call.
+
+A backward's outputs (gradients) are built anew each call too: autograd installs a gradient in
+`.grad` as it is only when nothing else refers to it, and copies it otherwise (a reduce-overhead
+Llama-style step held its 594 MB of gradients twice, H200). That memory is overwritten when
+the next step replays (by the backward, and by the graphs recorded before it, whose freed
+memory it may have taken): when a step begins the tree moves the gradients still in a
+parameter's `.grad` to memory of their own (accumulation over steps, zeroing in place), and
+`poison_held` makes whatever else still holds a backward's output unreadable, as forward
+outputs are.
 """
 
 from __future__ import annotations
@@ -77,7 +86,10 @@ class Node:
     _reused_at: list[int] = field(default_factory=list, repr=False)  # their output index
     _baseline: list[int] = field(default_factory=list, repr=False)  # their counts unheld
     _views: list[int] = field(default_factory=list, repr=False)  # INPUT_VIEW outputs
-    _fresh: list[int] = field(default_factory=list, repr=False)  # POOL, requires grad
+    _fresh: list[int] = field(default_factory=list, repr=False)  # POOL, built each call
+    # a backward's: the storage aliases its outputs are built on (one per owned storage;
+    # a tensor over one beyond the alias itself is an output someone holds)
+    _aliases: list[torch.UntypedStorage] = field(default_factory=list, repr=False)
 
     @classmethod
     def create(
@@ -174,13 +186,36 @@ class Node:
                 plan.size, plan.stride, base.storage_offset() + plan.offset
             )
         fresh: list[torch.Tensor] = []
-        if self._fresh:
+        if self.function.mode is FunctionMode.BACKWARD:
+            if len(self._aliases) != len(self.owners):
+                self._aliases = [recorder.storage_alias(owner) for owner in self.owners]
+            for index in self._fresh:
+                results[index] = self._build(self.outputs[index], self._aliases)
+        elif self._fresh:
             storages = [recorder.storage_alias(owner) for owner in self.owners]
             for index in self._fresh:
                 tensor = self._build(self.outputs[index], storages)
                 results[index] = tensor
                 fresh.append(tensor)
         return results, fresh
+
+    def poison_held(self, recorder: Recorder, message: str) -> int:
+        """When a step begins: make this backward's outputs that are still held unreadable
+        (a replay will overwrite them) and build the next ones on new aliases. Returns how
+        many storages were poisoned."""
+        poisoned = 0
+        use_count = torch._C._storage_Use_Count
+        for group, alias in enumerate(self._aliases):
+            if use_count(alias._cdata) > 1:
+                over = torch.empty(0, dtype=torch.uint8, device=self.owners[group].device)
+                recorder.invalidate(over.set_(alias), message)
+                self._aliases[group] = recorder.storage_alias(self.owners[group])
+                poisoned += 1
+        return poisoned
+
+    def owned_storages(self) -> set[int]:
+        """Addresses of the storages this node owns (its outputs' memory)."""
+        return {owner.untyped_storage().data_ptr() for owner in self.owners}
 
     def release_held(self, recorder: Recorder, step: int) -> bool:
         """Poison the tensors handed out in `step` that someone still holds (a replay will
@@ -235,7 +270,7 @@ class Node:
             elif plan.kind is OutputKind.INPUT_VIEW:
                 results.append(None)
                 self._views.append(index)
-            elif plan.requires_grad:
+            elif plan.requires_grad or self.function.mode is FunctionMode.BACKWARD:
                 results.append(None)
                 self._fresh.append(index)
             else:

@@ -71,6 +71,12 @@ class CudaGraphTree:
         self.pending_backward = 0
         self.step_marked = False
         self.handed_out: list[tuple[weakref.ref[torch.Tensor], str]] = []
+        self.backwards_run: dict[int, Node] = {}  # this step's replayed or recorded backwards
+        # the parameters of the training forwards run (weakly): their `.grad` may be a
+        # backward's output memory when a step begins
+        self.parameters: dict[int, weakref.ref[torch.Tensor]] = {}
+        self.moved = 0  # gradients moved out of a backward's memory when a step began
+        self._noted: set[int] = set()  # forwards whose parameters are in `parameters`
         self.replays = 0
         self.eager_runs = 0
 
@@ -95,6 +101,8 @@ class CudaGraphTree:
             self.new_step()
             node = self._find(function, signature, args)
         self._count_backward(function)
+        if function.mode is FunctionMode.FORWARD and function.id not in self._noted:
+            self._note_parameters(function, args)
         if node is not None:
             if node.donors and not consumed:
                 log_reason(function, RETAINED_SAVED, graph=function.name)
@@ -116,6 +124,41 @@ class CudaGraphTree:
             self.pending_backward += 1
         elif function.mode is FunctionMode.BACKWARD:
             self.pending_backward = max(0, self.pending_backward - 1)
+
+    def _note_parameters(self, function: GraphFunction, args: list[Any]) -> None:
+        """Remember the leaves a training forward takes as static inputs (its parameters):
+        their gradients are what its backward hands to autograd."""
+        self._noted.add(function.id)
+        for position in function.static_positions:
+            arg = args[position] if position < len(args) else None
+            if isinstance(arg, torch.Tensor) and arg.requires_grad and arg.is_leaf:
+                self.parameters[id(arg)] = weakref.ref(arg)
+
+    def _move_gradients(self) -> None:
+        """Give each parameter whose `.grad` is still a backward's output memory (kept over
+        steps: accumulated, or zeroed in place) memory of its own, values and identity kept:
+        this step's replays will overwrite that memory."""
+        held: list[torch.Tensor] = []
+        dead = []
+        for key, ref in self.parameters.items():
+            parameter = ref()
+            if parameter is None:
+                dead.append(key)
+            elif parameter.grad is not None:
+                held.append(parameter.grad)
+        if held:  # the usual step zeroed them (set to None): nothing to look up
+            owned: set[int] = set()
+            for backward in self.backwards_run.values():
+                owned |= backward.owned_storages()
+            for grad in held:
+                if grad.untyped_storage().data_ptr() in owned:
+                    copy = grad.clone()
+                    with torch.no_grad():
+                        grad.set_(copy.untyped_storage(), copy.storage_offset(), copy.shape,
+                                  copy.stride())  # fmt: skip
+                    self.moved += 1
+        for key in dead:
+            del self.parameters[key]
 
     def _starts_step(self, function: GraphFunction) -> bool:
         """With no backward due, a call starts a new step when it calls the graph that began
@@ -208,6 +251,8 @@ class CudaGraphTree:
 
     def _hand_out(self, node: Node, args: list[Any]) -> Sequence[Any]:
         results, fresh = node.hand_out(self.recorder, args, self.step)
+        if node.function.mode is FunctionMode.BACKWARD:
+            self.backwards_run[id(node)] = node
         if fresh:
             message = OVERWRITTEN.format(graph=node.function.name, step=self.step)
             self.handed_out.extend((weakref.ref(t), message) for t in fresh)
@@ -266,6 +311,12 @@ class CudaGraphTree:
         while node is not None:
             node.release_held(self.recorder, self.step)
             node = node.parent
+        if self.backwards_run:
+            self._move_gradients()
+            for backward in self.backwards_run.values():
+                message = OVERWRITTEN.format(graph=backward.function.name, step=self.step)
+                backward.poison_held(self.recorder, message)
+            self.backwards_run.clear()
         for ref, message in self.handed_out:
             tensor = ref()
             if tensor is not None:
