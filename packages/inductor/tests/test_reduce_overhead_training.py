@@ -19,22 +19,45 @@ from ember.runtime.cudagraphs import FunctionMode, set_recorder_factory, trees
 
 
 class _Recording:
-    def __init__(self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any]) -> None:
+    def __init__(
+        self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any], scribble: bool
+    ) -> None:
         self.call = call
         self.args = list(args)  # keeps donated memory allocated, as a CUDA pool would
         self.outputs: Sequence[Any] = tuple(call(args))
+        self.scribble = scribble
 
     def replay(self) -> None:
+        if self.scribble:
+            _scribble_on_backward_outputs()
         for owned, new in zip(self.outputs, self.call(list(self.args))):
             if isinstance(owned, torch.Tensor):
                 owned.copy_(new)
 
 
+def _scribble_on_backward_outputs() -> None:
+    """What a GPU replay may do: write over the memory of a backward's outputs (its capture
+    may have taken memory that graphs recorded before it freed, and they write it again)."""
+    for tree in trees():
+        stack = [node for nodes in tree.roots.values() for node in nodes]
+        while stack:
+            node = stack.pop()
+            stack.extend(child for nodes in node.children.values() for child in nodes)
+            if node.function.mode is FunctionMode.BACKWARD:
+                for owner in node.owners:
+                    storage = owner.untyped_storage()
+                    torch.empty(0, dtype=torch.uint8).set_(storage).fill_(0xFF)  # NaN
+
+
 class _Recorder:
-    """Every tensor counts as on the device; a replay recomputes into the recorded outputs."""
+    """Every tensor counts as on the device; a replay recomputes into the recorded outputs
+    (`scribble`: after writing NaN over every backward's outputs first)."""
+
+    def __init__(self, scribble: bool = False) -> None:
+        self.scribble = scribble
 
     def record(self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any]) -> _Recording:
-        return _Recording(call, args)
+        return _Recording(call, args, self.scribble)
 
     def storage_alias(self, owner: torch.Tensor) -> torch.UntypedStorage:
         storage = owner.untyped_storage()
@@ -57,6 +80,15 @@ def fake_gpu_tree(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     set_recorder_factory(None)
 
 
+@pytest.fixture
+def scribbling_tree(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """`fake_gpu_tree` whose every replay first writes NaN over the backwards' outputs."""
+    monkeypatch.setattr(backend, "compute_device", lambda graph: torch.device("cuda", 0))
+    set_recorder_factory(lambda device: _Recorder(scribble=True))  # type: ignore[arg-type,return-value]
+    yield
+    set_recorder_factory(None)
+
+
 class _ConvNet(SmallCNN):
     """ember's small CNN (convolution, BatchNorm, ReLU, pooling, head) with a scalar loss."""
 
@@ -64,7 +96,7 @@ class _ConvNet(SmallCNN):
         return super().forward(x).square().mean()
 
 
-def test_training_reads_state_in_place_and_donates_saved_values(fake_gpu_tree: None) -> None:
+def test_training_reads_state_in_place_and_donates_saved_values(scribbling_tree: None) -> None:
     torch.manual_seed(0)
     model, reference = _ConvNet(), _ConvNet()
     reference.load_state_dict(model.state_dict())
@@ -131,12 +163,12 @@ def test_gradients_are_the_backward_memory_not_copies(fake_gpu_tree: None) -> No
 
 
 @pytest.mark.parametrize("zero_in_place", [False, True])
-def test_gradients_held_over_steps_stay_right(fake_gpu_tree: None, zero_in_place: bool) -> None:
+def test_gradients_held_over_steps_stay_right(scribbling_tree: None, zero_in_place: bool) -> None:
     """Gradients a replay installed in `.grad`, then accumulated over steps (no zero_grad)
     or zeroed in place, are the backward's memory, which the next step's replays overwrite
-    (on a GPU the forward's too, whose freed memory the backward's outputs may take): when
-    the step begins they are moved to memory of their own, before any replay, so they match
-    eager's, and every step still replays."""
+    (on a GPU the forward's too, whose freed memory the backward's outputs may take: every
+    replay here writes NaN there first): when the step begins they are moved to memory of
+    their own, before any replay, so they match eager's, and every step still replays."""
     torch.manual_seed(0)
     model, reference = _ConvNet(), _ConvNet()
     reference.load_state_dict(model.state_dict())
