@@ -39,14 +39,18 @@ def _scribble_on_backward_outputs() -> None:
     """What a GPU replay may do: write over the memory of a backward's outputs (its capture
     may have taken memory that graphs recorded before it freed, and they write it again)."""
     for tree in trees():
-        stack = [node for nodes in tree.roots.values() for node in nodes]
-        while stack:
-            node = stack.pop()
-            stack.extend(child for nodes in node.children.values() for child in nodes)
-            if node.function.mode is FunctionMode.BACKWARD:
-                for owner in node.owners:
-                    storage = owner.untyped_storage()
-                    torch.empty(0, dtype=torch.uint8).set_(storage).fill_(0xFF)  # NaN
+        for storage in _backward_storages(tree):
+            torch.empty(0, dtype=torch.uint8).set_(storage).fill_(0xFF)  # NaN in any float
+
+
+def _backward_storages(tree: Any) -> list[torch.UntypedStorage]:
+    """The output storages the tree's backward nodes own."""
+    return [
+        owner.untyped_storage()
+        for node in tree.nodes()
+        if node.function.mode is FunctionMode.BACKWARD
+        for owner in node.owners
+    ]
 
 
 class _Recorder:
@@ -132,16 +136,7 @@ def test_training_reads_state_in_place_and_donates_saved_values(scribbling_tree:
 
 def _backward_memory(tree: Any) -> list[tuple[int, int]]:
     """(start, end) of every output storage the tree's backward nodes own."""
-    spans = []
-    stack = [node for nodes in tree.roots.values() for node in nodes]
-    while stack:
-        node = stack.pop()
-        stack.extend(child for nodes in node.children.values() for child in nodes)
-        if node.function.mode is FunctionMode.BACKWARD:
-            for owner in node.owners:
-                storage = owner.untyped_storage()
-                spans.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
-    return spans
+    return [(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in _backward_storages(tree)]
 
 
 def test_gradients_are_the_backward_memory_not_copies(fake_gpu_tree: None) -> None:

@@ -326,13 +326,9 @@ def test_gradients_are_the_graph_memory_and_accumulate_right(
     for index in range(3):  # warm-up, record, replay
         step(index, zero=True)
     tree = tree_for(CUDA)
-    backwards = [
-        node
-        for nodes in tree.roots.values()
-        for root in nodes
-        for children in root.children.values()
-        for node in children
-    ]
+    from ember.runtime.cudagraphs import FunctionMode
+
+    backwards = [node for node in tree.nodes() if node.function.mode is FunctionMode.BACKWARD]
     assert backwards, _why(caplog)
     pool = [
         (owner.data_ptr(), owner.data_ptr() + owner.untyped_storage().nbytes())

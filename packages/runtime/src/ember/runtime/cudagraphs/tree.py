@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -327,14 +327,16 @@ class CudaGraphTree:
         self.step_marked = False
         self.pending_backward = 0
 
-    def node_count(self) -> int:
-        count = 0
+    def nodes(self) -> Iterator[Node]:
+        """Every recorded node of the tree."""
         stack = [node for nodes in self.roots.values() for node in nodes]
         while stack:
             node = stack.pop()
-            count += 1
+            yield node
             stack.extend(child for nodes in node.children.values() for child in nodes)
-        return count
+
+    def node_count(self) -> int:
+        return sum(1 for _ in self.nodes())
 
 
 def _awaiting_donee(path: Sequence[Node]) -> Node | None:
