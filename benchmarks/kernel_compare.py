@@ -314,9 +314,11 @@ def measure(
     hold: Any,
     reference: dict[str, torch.Tensor],
     paused: Callable[[float, float], float] = _no_pause,
+    timed: bool = True,
 ) -> dict[str, Any]:
     """One case. `paused(start, end)`: seconds other workers' measurements paused this
-    process between two monotonic times (left out of `compile_s`)."""
+    process between two monotonic times (left out of `compile_s`). Untimed: the first step
+    only (eager's, for a worker's error reference), nothing measured under the lock."""
     from benchmarks.case import autocast_for, make_step
     from benchmarks.models import build_workload, spec
 
@@ -359,6 +361,10 @@ def measure(
         error = (value - expected).norm() / expected.norm().clamp_min(1e-12)
         record["rel_error_vs_eager"] = float(error)
     del value
+    if not timed:
+        del run, optimizer, module, inputs
+        torch.cuda.empty_cache()
+        return record
     step = marked_step(
         make_step(run, inputs, mode, dtype, device, optimizer), step_marker(backend, compile_mode)
     )
@@ -411,6 +417,9 @@ def worker(args: argparse.Namespace) -> None:
         backends = args.backends.split(",")
         if mode in args.noreuse_modes.split(","):
             backends.append("ember-noreuse")
+        if "eager" not in backends:  # a compiler's own worker (`--split-backends`)
+            measure(args.worker, mode, args.dtype, "eager", args, lock.hold, reference,
+                    timed=False)  # fmt: skip
         for backend in backends:
             started = time.monotonic()
             try:
@@ -476,6 +485,12 @@ def parser() -> argparse.ArgumentParser:
         "--split-modes",
         action="store_true",
         help="one worker per model and mode (each runs eager first) instead of one per model",
+    )
+    parser.add_argument(
+        "--split-backends",
+        action="store_true",
+        help="one worker per model, mode and backend (each compiler's runs eager's first step "
+        "for its error reference)",
     )
     parser.add_argument(
         "--compile-threads",

@@ -1,7 +1,9 @@
 """kernel_compare's runner: worker processes, `--jobs` at a time, under one measurement lock.
 
 A worker runs one model's modes (or, with `--split-modes`, one model and mode), eager first
-(the error reference), then each compiler in turn. At the `--budget` the workers still running
+(the error reference), then each compiler in turn; with `--split-backends`, one model, mode
+and backend (a compiler's worker runs eager's first step alone for its reference), so that
+torch.compile's autotuning of a model (minutes under max-autotune) does not hold back ember's. At the `--budget` the workers still running
 are killed; every case a worker did not finish gets a record saying so (killed at the budget,
 not started, lost with its worker), so the report is written from whatever finished. The lock
 and the logs live in a scratch folder: the output folder keeps `environment.json`,
@@ -35,6 +37,7 @@ class Unit:
 
     model: str
     modes: tuple[str, ...]
+    backends: tuple[str, ...] = ()  # only these (`--split-backends`); () runs them all
     process: subprocess.Popen[bytes] | None = None
     log: Path | None = None
     started: float = 0.0
@@ -44,34 +47,50 @@ class Unit:
 
     @property
     def name(self) -> str:
-        return "-".join((self.model, *self.modes)) if len(self.modes) == 1 else self.model
+        if len(self.modes) != 1:
+            return self.model
+        return "-".join((self.model, *self.modes, *(b.replace(".", "_") for b in self.backends)))
 
 
 def plan(args: argparse.Namespace) -> list[Unit]:
-    """The workers: one per model, or one per model and mode (training first: it compiles
-    longest, so with fewer jobs than workers it should not start last)."""
+    """The workers: one per model, or one per model and mode, or one per model, mode and
+    backend (training first: it compiles longest, so with fewer jobs than workers it should not
+    start last; with `--split-backends` the compilers before eager, torch.compile first)."""
     models = [m for m in args.models.split(",") if m]
     modes = tuple(m for m in args.modes.split(",") if m)
-    if args.split_modes:
-        ordered = sorted(modes, key=lambda mode: mode != "training")
+    noreuse = args.noreuse_modes.split(",")
+
+    def backends_of(mode: str) -> list[str]:
+        return args.backends.split(",") + (["ember-noreuse"] if mode in noreuse else [])
+
+    ordered = sorted(modes, key=lambda mode: mode != "training")
+    if args.split_backends:
+        units = [
+            Unit(model, (mode,), (backend,))
+            for mode in ordered
+            for backend in sorted(backends_of(mode), key=lambda b: (b == "eager", b != TC))
+            for model in models
+        ]
+    elif args.split_modes:
         units = [Unit(model, (mode,)) for mode in ordered for model in models]
     else:
         units = [Unit(model, modes) for model in models]
-    noreuse = args.noreuse_modes.split(",")
     for unit in units:
         for mode in unit.modes:
-            backends = args.backends.split(",") + (["ember-noreuse"] if mode in noreuse else [])
-            unit.cases += [(mode, backend) for backend in backends]
+            unit.cases += [(mode, b) for b in unit.backends or backends_of(mode)]
     return units
+
+
+TC = "torch.compile"
 
 
 def worker_command(args: argparse.Namespace, unit: Unit, out: Path, lock: Path) -> list[str]:
     return [
         sys.executable, "-m", "benchmarks.kernel_compare", "--worker", unit.model,
         "--out", str(out), "--lock", str(lock), "--modes", ",".join(unit.modes),
-        "--backends", args.backends, "--dtype", args.dtype, "--steps", str(args.steps),
+        "--backends", ",".join(unit.backends) or args.backends, "--dtype", args.dtype, "--steps", str(args.steps),
         "--warmup", str(args.warmup), "--profile-steps", str(args.profile_steps),
-        "--noreuse-modes", args.noreuse_modes, "--compile-mode", args.compile_mode,
+        "--noreuse-modes", "" if unit.backends else args.noreuse_modes, "--compile-mode", args.compile_mode,
     ]  # fmt: skip
 
 

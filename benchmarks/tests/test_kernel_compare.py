@@ -242,3 +242,75 @@ def test_runner_splits_modes_kills_at_the_budget_and_reports(
     printed = capsys.readouterr().out
     assert "| training | 1 of 3 | 2.00x | 4.00x | 2.00x |" in printed
     assert printed.rstrip().endswith("not started before the budget")
+
+
+# A worker stand-in for `--split-backends`: records only the backends its command names.
+SPLIT_STAND_IN = """
+import json, os, sys, time
+model, mode, backends, out = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4]
+for backend in backends:
+    if backend == "torch.compile" and model == "slow":
+        time.sleep(120)  # autotuning through the budget
+    wall = {"eager": 8.0, "torch.compile": 4.0, "ember": 2.0}[backend]
+    record = {"model": model, "mode": mode, "backend": backend, "status": "ok",
+              "wall_ms": wall, "gpu_ms": wall, "kernels": [], "pid": os.getpid(),
+              "compile_mode": "max-autotune", "compile_s": 1.0}
+    with open(os.path.join(out, "results.jsonl"), "a") as stream:
+        stream.write(json.dumps(record) + "\\n")
+"""
+
+
+def _split_stand_in(args: argparse.Namespace, unit: Unit, out: Path, lock: Path) -> list[str]:
+    command = worker_command(args, unit, out, lock)
+    backends = command[command.index("--backends") + 1]
+    return [sys.executable, "-c", SPLIT_STAND_IN, unit.model, unit.modes[0], backends, str(out)]
+
+
+def test_split_backends_runs_each_compiler_in_its_own_worker(tmp_path: Path) -> None:
+    arguments = ["--models", "fast,slow", "--modes", "inference", "--split-backends",
+                 "--jobs", "6", "--budget", "6", "--noreuse-modes", "inference",
+                 "--out", str(tmp_path / "out")]  # fmt: skip
+    args = parser().parse_args(arguments)
+    units = plan(args)
+    # torch.compile's workers first (they autotune longest), eager's last
+    assert [u.name for u in units] == [
+        "fast-inference-torch_compile", "slow-inference-torch_compile",
+        "fast-inference-ember", "slow-inference-ember",
+        "fast-inference-ember-noreuse", "slow-inference-ember-noreuse",
+        "fast-inference-eager", "slow-inference-eager",
+    ]  # fmt: skip
+    command = worker_command(args, units[2], tmp_path, tmp_path / "lock")
+    assert command[command.index("--backends") + 1] == "ember"
+    assert command[command.index("--noreuse-modes") + 1] == ""  # its own worker runs that
+    noreuse = arguments.index("--noreuse-modes")
+    args = parser().parse_args(arguments[:noreuse] + arguments[noreuse + 2 :])
+    results = run_all(args, command=_split_stand_in)
+    found = {(r["model"], r["backend"]): r for r in load([results])}
+    assert len({found[("fast", b)]["pid"] for b in ("eager", "torch.compile", "ember")}) == 3
+    # slow's torch.compile autotunes past the budget: its ember still finished
+    assert found[("slow", "torch.compile")]["status"] == "killed"
+    assert found[("slow", "ember")]["status"] == "ok"
+
+
+def test_a_compilers_worker_takes_eagers_first_step_as_its_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import benchmarks.kernel_compare as kernel_compare
+
+    calls: list[tuple[str, bool]] = []
+
+    def fake_measure(model, mode, dtype, backend, args, hold, reference, paused=None, timed=True):  # type: ignore[no-untyped-def]
+        calls.append((backend, timed))
+        if backend == "eager":
+            reference[mode] = torch.ones(3)
+        else:
+            assert torch.equal(reference[mode], torch.ones(3))
+        return {"model": model, "mode": mode, "backend": backend}
+
+    monkeypatch.setattr(kernel_compare, "measure", fake_measure)
+    args = parser().parse_args(["--worker", "m", "--modes", "training", "--backends", "ember",
+                                "--out", str(tmp_path), "--lock", str(tmp_path / "lock")])  # fmt: skip
+    kernel_compare.worker(args)
+    assert calls == [("eager", False), ("ember", True)]
+    backends = [json.loads(line)["backend"] for line in (tmp_path / "results.jsonl").open()]
+    assert backends == ["ember"]
