@@ -42,7 +42,7 @@ def _compiled(module: torch.nn.Module, variant: str) -> Any:
 
 
 def measure(
-    model: str, size: str, variant: str, steps: int, snapshot: bool = False
+    model: str, size: str, variant: str, steps: int, snapshot: bool = False, trace: str = ""
 ) -> list[dict[str, float]]:
     from benchmarks.models import huggingface
 
@@ -56,7 +56,7 @@ def measure(
     base_allocated = torch.cuda.memory_allocated()
     base_reserved = torch.cuda.memory_reserved()
     boundaries: list[int] = []
-    if snapshot:
+    if snapshot or trace:
         torch.cuda.memory._record_memory_history(max_entries=1_000_000)
     run = _compiled(module, variant)
     opt = torch.optim.SGD(module.parameters(), lr=1e-3)
@@ -71,7 +71,7 @@ def measure(
         opt.step()
         del loss
         torch.cuda.synchronize()
-        if snapshot:  # where this step's events end in the trace
+        if snapshot or trace:  # where this step's events end in the trace
             boundaries.append(len(torch.cuda.memory._snapshot()["device_traces"][0]))
         rows.append(
             {
@@ -81,6 +81,8 @@ def measure(
                 "reserved_after": (torch.cuda.memory_reserved() - base_reserved) / mb,
             }
         )
+    if trace:
+        write_trace(trace, torch.cuda.memory._snapshot()["device_traces"][0], boundaries)
     if snapshot:
         grads = [p.grad for p in module.parameters() if p.grad is not None]
         print(
@@ -174,6 +176,19 @@ def segment_growth(trace: list[dict[str, Any]], boundaries: list[int], top: int 
     return lines
 
 
+def write_trace(path: str, trace: list[dict[str, Any]], boundaries: list[int]) -> None:
+    """The allocator's events as gzipped JSON lines, for replaying them offline through a
+    model of the caching allocator: action, address, size, stream, step, the line of ours."""
+    import gzip
+
+    with gzip.open(path, "wt") as out:
+        for index, event in enumerate(trace):
+            step = sum(1 for boundary in boundaries if index >= boundary)
+            row = [event["action"], event["addr"], event["size"], event.get("stream", 0), step,
+                   _origin(event.get("frames", []))]  # fmt: skip
+            out.write(json.dumps(row) + "\n")
+
+
 def check_refcount() -> None:
     """Whether C++ holders of a TensorImpl (a `.grad`) show in its Python reference count: the
     tree's hand-out relies on it to see that nobody holds an output."""
@@ -195,13 +210,19 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
     parser.add_argument("--snapshot", action="store_true", help="what the pools hold at the end")
     parser.add_argument("--check-refcount", action="store_true")
+    parser.add_argument("--trace", default="", help="with --variant: write its allocator events")
     arguments = parser.parse_args()
     if arguments.check_refcount:
         check_refcount()
         return
     if arguments.variant:
         rows = measure(
-            arguments.model, arguments.size, arguments.variant, arguments.steps, arguments.snapshot
+            arguments.model,
+            arguments.size,
+            arguments.variant,
+            arguments.steps,
+            arguments.snapshot,
+            arguments.trace,
         )
         print(json.dumps(rows))
         return
