@@ -124,3 +124,82 @@ def test_a_training_backward_frees_saved_activations_as_it_goes() -> None:
     # so by the first layer's weight gradient those of the later layers are gone
     assert len(saved) >= 2 and mode.counts == sorted(mode.counts, reverse=True)
     assert mode.counts[-1] < len(saved) - 1
+
+
+class _MatmulOperand(TorchDispatchMode):
+    """Records the address of each matrix multiply's first operand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.addresses: list[int] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func is torch.ops.aten.mm.default:
+            self.addresses.append(args[0].data_ptr())
+        return func(*args, **(kwargs or {}))
+
+
+def _as_backward(fn: Any) -> Any:
+    """`fn` compiled as a training backward is: its inputs donated (saved values)."""
+    graph = trace(fn, *_inputs())
+    graph.meta["saved_inputs"] = "1"
+    return compile_graph(graph, _inputs())
+
+
+def test_a_donated_input_held_alone_is_written_in_place() -> None:
+    compiled = _as_backward(_fn)
+    args = _inputs()
+    expected = _fn(*_inputs())
+    address = args[0].data_ptr()
+    mode = _MatmulOperand()
+    with mode:
+        out = compiled.call_boxed(args)
+    # the sine's result went over x (x's last read), not into a buffer of its own
+    assert mode.addresses == [address]
+    torch.testing.assert_close(out, expected)
+
+
+def test_a_donated_input_someone_else_holds_is_left_alone() -> None:
+    compiled = _as_backward(_fn)
+    for holder in ("tensor", "view"):
+        args = _inputs()
+        kept = args[0] if holder == "tensor" else args[0][2:]
+        before = kept.clone()
+        address = args[0].data_ptr()
+        mode = _MatmulOperand()
+        with mode:
+            out = compiled.call_boxed(args)
+        assert mode.addresses != [address], holder
+        torch.testing.assert_close(kept, before)  # the caller's tensor kept its values
+        torch.testing.assert_close(out, _fn(*_inputs()))
+
+
+def test_a_donated_input_is_left_alone_in_an_unboxed_call() -> None:
+    compiled = _as_backward(_fn)
+    x, w = _inputs()
+    before = x.clone()
+    out = compiled(x, w)
+    torch.testing.assert_close(x, before)
+    torch.testing.assert_close(out, _fn(x, w))
+
+
+def test_training_writes_the_backward_over_saved_values_and_matches_eager() -> None:
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(16, 32), nn.Linear(32, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(torch.tanh(self.a(x)) * torch.sigmoid(self.a(x)))
+
+    torch.manual_seed(0)
+    model = Block()
+    twin = Block()
+    twin.load_state_dict(model.state_dict())
+    compiled = ember.compile(twin, backend="inductor")
+    for _ in range(2):
+        x = torch.randn(8, 16)
+        model(x).square().mean().backward()
+        compiled(x).square().mean().backward()
+    for ours, theirs in zip(twin.parameters(), model.parameters()):
+        torch.testing.assert_close(ours.grad, theirs.grad)

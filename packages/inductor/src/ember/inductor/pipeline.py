@@ -165,6 +165,7 @@ def generate(
         timings[name] = (time.perf_counter() - started) * 1e3
         return result
 
+    donated = _donated_positions(graph)  # before the passes, which keep no meta
     if graph.symbols:
         graph = timed("bind_symbols", bind_symbols, graph)
     output_specs = _output_specs(graph)
@@ -221,7 +222,15 @@ def generate(
     definitions = distinct(sources.values())
     module = backend.module(definitions)
     device = device or compute_device(graph)
-    plan = timed("plan_memory", plan_memory, program, scheduled, sources, config.reuse_buffers)
+    plan = timed(
+        "plan_memory",
+        plan_memory,
+        program,
+        scheduled,
+        sources,
+        config.reuse_buffers,
+        frozenset(program.input_storages[position] for position in donated),
+    )
     wrapper = generate_wrapper(
         program,
         scheduled,
@@ -307,6 +316,15 @@ def _size_ranges(graph: Graph) -> dict[str, tuple[int, int | None]]:
             int(upper) if upper.is_finite else None,
         )
     return ranges
+
+
+def _donated_positions(graph: Graph) -> list[int]:
+    """The inputs whose memory the wrapper may write over when the call holds them alone: a
+    training backward's (its saved values and tangents, which ember-autodiff's boxed call
+    hands over), never parameters or buffers."""
+    if "saved_inputs" not in graph.meta:
+        return []
+    return [position for position, put in enumerate(graph.inputs) if not put.is_state]
 
 
 def _wants_channels_last(
@@ -456,7 +474,8 @@ def _graph_key(
     try:
         # Provenance (the pass that made the Graph and its time) never decides the code: a
         # key with it missed on every compile of a captured Graph. How many outputs are
-        # saved for a backward does (their strides are free).
+        # saved for a backward does (their strides are free), and whether it is a backward
+        # (its inputs are donated).
         payload = dumps(dataclasses.replace(graph, meta={}))
     except Exception:  # a Graph the format cannot carry is compiled, just not cached
         return None
@@ -465,6 +484,7 @@ def _graph_key(
     settings = dict(cache_key(config))
     settings["backend"] = type(backend).__name__
     settings["saved_outputs"] = graph.meta.get("saved_outputs", "0")
+    settings["donated"] = _donated_positions(graph)
     settings["input_strides"] = sorted((k, list(v)) for k, v in (input_strides or {}).items())
     return ArtifactCache.key(payload, config=settings, versions=versions)
 

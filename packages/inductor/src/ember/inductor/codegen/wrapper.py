@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -214,6 +215,18 @@ def _allocate(allocation: Allocation, program: Program, names: _SizeNames) -> st
     if donor is None:
         return f"{name} = empty_strided({size}, {stride}, dtype={layout.dtype}, device=DEVICE)"
     kind = "in place" if allocation.in_place else "reuse"
+    if allocation.checked:  # a donated input: its memory only if this call holds it alone
+        fresh = f"empty_strided({size}, {stride}, dtype={layout.dtype}, device=DEVICE)"
+        view = (
+            donor
+            if _same_tensor(program.storages[donor], layout, program.size_ranges)
+            else f"as_strided({donor}, {size}, {stride}, {donor}.storage_offset())"
+        )
+        sole = (
+            f"getrefcount({donor}) == SOLE_REFERENCES and "
+            f"storage_use_count({donor}.untyped_storage()._cdata) == SOLE_STORAGE_USES"
+        )
+        return f"{name} = {view} if {sole} else {fresh}  # in place {donor} if held alone"
     if _same_tensor(program.storages[donor], layout, program.size_ranges):
         return f"{name} = {donor}  # {kind} {donor}, same layout"
     offset = "0" if program.storages[donor].layout is not None else f"{donor}.storage_offset()"
@@ -459,6 +472,18 @@ def public_binding(op: torch._ops.OpOverload) -> Any:
     return binding
 
 
+def _sole_holder_counts() -> tuple[int, int]:
+    """What `getrefcount(name)` and its storage's use count read in a function's frame for a
+    tensor that one local name alone holds: the baseline of the wrapper's check that it holds
+    a donated input alone (any other holder, Python or C++, of the tensor or of a tensor over
+    its storage, raises one of them; the reference count differs between Python versions)."""
+    tensor = torch.empty(1)
+    return sys.getrefcount(tensor), torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
+
+
+SOLE_REFERENCES, SOLE_STORAGE_USES = _sole_holder_counts()
+
+
 def wrapper_namespace(kernels: dict[str, Any], ops: dict[str, Any]) -> dict[str, Any]:
     """The globals the wrapper source runs with. The wrapper calls `kernels[name].launch`,
     which a Triton kernel rebinds to its generated launch after its first call, and
@@ -470,6 +495,10 @@ def wrapper_namespace(kernels: dict[str, Any], ops: dict[str, Any]) -> dict[str,
         }
     return {
         "torch": torch,
+        "getrefcount": sys.getrefcount,
+        "storage_use_count": torch._C._storage_Use_Count,
+        "SOLE_REFERENCES": SOLE_REFERENCES,
+        "SOLE_STORAGE_USES": SOLE_STORAGE_USES,
         "empty_strided": torch.empty_strided,
         "as_strided": torch.as_strided,
         "flatten_result": flatten_result,

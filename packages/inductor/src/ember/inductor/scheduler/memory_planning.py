@@ -19,6 +19,14 @@ The scheduled program is walked in order with each storage's last use:
   being stored (same flat index, no indirect index): each element is loaded for the value
   that overwrites it, by the same thread, so no compiler can order the store first. Graph
   inputs are never written (the caller still holds them).
+- **Donated inputs.** A graph input in `donated` (a training backward's saved values and
+  tangents, whose caller hands the wrapper its only references) may be such a buffer too, but
+  only if the call holds its only reference: the allocation is `checked`, and the wrapper
+  tests at run time that no one else holds the tensor or its storage (a caller that kept it,
+  a view of it, autograd keeping the graph), else it allocates. The input's declared layout
+  must be the new buffer's (the buffer is the input tensor itself, at its own offset). A
+  Llama-style backward writes the logits' gradient over the saved logits (500 MB on the
+  suite's GPU size) instead of beside them.
 - **Release.** Every storage's Python reference is dropped after its last use (`del`), so the
   caching allocator gets blocks back as soon as they are dead. Graph inputs too (not those that
   are graph outputs): a caller that hands the wrapper its only references (a training
@@ -58,6 +66,7 @@ class Allocation:
     layout: Layout
     reuses: str | None = None
     in_place: bool = False
+    checked: bool = False  # `reuses` is a donated input: taken only if the call holds it alone
 
 
 @dataclass
@@ -69,6 +78,7 @@ class MemoryPlan:
     fresh_allocations: int = 0  # empty_strided calls
     reused: int = 0  # buffers placed in dead memory (in place included)
     in_place: int = 0
+    donated: int = 0  # buffers that take a donated input's memory when the call holds it alone
     planned_peak_bytes: int | None = None  # None when a size is symbolic
     unread_inputs: list[str] = field(default_factory=list)  # inputs no scheduled item touches
 
@@ -78,9 +88,11 @@ def plan_memory(
     scheduled: Sequence[ScheduledNode],
     sources: Mapping[str, KernelSource],
     reuse: bool = True,
+    donated: frozenset[str] = frozenset(),
 ) -> MemoryPlan:
     """The allocation, reuse and release plan of `scheduled` (see the module docstring);
-    `reuse=False` allocates every buffer fresh (releases are the same)."""
+    `reuse=False` allocates every buffer fresh (releases are the same). `donated`: input
+    storages whose memory a buffer may take when the call holds their only reference."""
     plan = MemoryPlan()
     inputs = set(program.input_storages)
     local: set[str] = set()
@@ -123,7 +135,13 @@ def plan_memory(
     owned: dict[str, int | None] = {}  # group root -> bytes counted while live
     for position, item in enumerate(scheduled):
         if isinstance(item, Kernel):
-            in_place = _in_place_candidates(item, program, last_use, position) if reuse else {}
+            in_place = (
+                _in_place_candidates(
+                    item, program, last_use, position, input_last_use, donated - kept
+                )
+                if reuse
+                else {}
+            )
             new: list[Allocation] = []
             for argument in sources[item.name].arguments:
                 name = argument.name
@@ -137,6 +155,13 @@ def plan_memory(
                 donor = None
                 if reuse and name not in kept and groups[name] not in pinned:
                     donor = _take_in_place(name, layout, in_place, groups, members, program)
+                    if donor is not None and program.storages[donor].is_input:
+                        # taken only when the call holds it alone: counted as fresh memory
+                        new.append(Allocation(name, layout, donor, in_place=True, checked=True))
+                        plan.donated += 1
+                        owned[groups[name]] = size = _nbytes(layout)
+                        live_bytes, peak = _grow(live_bytes, peak, size)
+                        continue
                     if donor is not None:
                         new.append(Allocation(name, layout, donor, in_place=True))
                         plan.in_place += 1
@@ -340,11 +365,17 @@ def _same_layout(a: Layout, b: Layout) -> bool:
 
 
 def _in_place_candidates(
-    kernel: Kernel, program: Program, last_use: Mapping[str, int], position: int
+    kernel: Kernel,
+    program: Program,
+    last_use: Mapping[str, int],
+    position: int,
+    input_last_use: Mapping[str, int],
+    donated: frozenset[str],
 ) -> dict[str, list[str]]:
     """For a pure pointwise kernel: stored storage -> the storages it may overwrite (each read
     for the last time here, only at the stored element and only by the storing member, so
-    every overwritten element is loaded for the value that overwrites it)."""
+    every overwritten element is loaded for the value that overwrites it). Inputs only if
+    `donated`, in the stored buffer's own layout."""
     if kernel.inner or any(
         m.level != "outer" or m.node.reduction_type is not None or m.store_mode is not None
         for m in kernel.members
@@ -362,9 +393,14 @@ def _in_place_candidates(
         target = member.node.storage
         for name, uses in loads.items():
             info = program.storages[name]
-            if info.is_input or name == target or last_use.get(name) != position:
+            if name == target or name in kernel.local_buffers:
                 continue
-            if name in kernel.local_buffers:
+            if info.is_input:
+                if name not in donated or input_last_use.get(name) != position:
+                    continue
+                if not _declared_as(name, program.storages[target].layout, program):
+                    continue
+            elif last_use.get(name) != position:
                 continue
             if all(
                 not indirect
@@ -374,6 +410,19 @@ def _in_place_candidates(
             ):
                 candidates.setdefault(target, []).append(name)
     return candidates
+
+
+def _declared_as(name: str, layout: Layout | None, program: Program) -> bool:
+    """Whether input `name` is declared in `layout` exactly, at offset 0 of its tensor (the
+    wrapper then binds the input tensor itself: no view to make, its own offset kept)."""
+    declared = program.storages[name].declared
+    return (
+        layout is not None
+        and declared is not None
+        and declared.offset == 0
+        and layout.offset == 0
+        and _same_layout(declared, layout)
+    )
 
 
 def _take_in_place(
