@@ -375,11 +375,19 @@ def _in_place_candidates(
     """For a pure pointwise kernel: stored storage -> the storages it may overwrite (each read
     for the last time here, only at the stored element and only by the storing member, so
     every overwritten element is loaded for the value that overwrites it). Inputs only if
-    `donated`, in the stored buffer's own layout."""
-    if kernel.inner or any(
-        m.level != "outer" or m.node.reduction_type is not None or m.store_mode is not None
+    `donated`, in the stored buffer's own layout.
+
+    A kernel with reductions qualifies too (a plain kernel, not a template's): a storing
+    member that is a plain store (no reduction, no store mode, no indirect index) may take
+    the memory of a storage only it reads, only at the element it stores; other members (a
+    row's reduction, say) never read that storage, so no read can come after the overwrite.
+    The softmax cross-entropy's backward is such a kernel: a row sum, then the logits'
+    gradient over the saved logits."""
+    pure = not kernel.inner and all(
+        m.level == "outer" and m.node.reduction_type is None and m.store_mode is None
         for m in kernel.members
-    ):
+    )
+    if not pure and type(kernel) is not Kernel:
         return {}
     loads: dict[str, list[tuple[int, object, bool]]] = {}
     for index, member in enumerate(kernel.members):
@@ -388,7 +396,14 @@ def _in_place_candidates(
             loads.setdefault(str(storage), []).append((index, load_index, bool(indirect)))
     candidates: dict[str, list[str]] = {}
     for index, member in enumerate(kernel.members):
-        if member.store_indirect:
+        if member.store_indirect or (
+            not pure
+            and (
+                member.level == "reduction"
+                or member.node.reduction_type is not None
+                or member.store_mode is not None
+            )
+        ):
             continue
         target = member.node.storage
         for name, uses in loads.items():
