@@ -23,8 +23,8 @@ The scheduled program is walked in order with each storage's last use:
   tangents, whose caller hands the wrapper its only references) may be such a buffer too, but
   only if the call holds its only reference: the allocation is `checked`, and the wrapper
   tests at run time that no one else holds the tensor or its storage (a caller that kept it,
-  a view of it, autograd keeping the graph), else it allocates. The input's declared layout
-  must be the new buffer's (the buffer is the input tensor itself, at its own offset). A
+  a view of it, autograd keeping the graph), else it allocates. The buffer is a view of the
+  input tensor at its own offset, over the same span (the kernels index both flat). A
   Llama-style backward writes the logits' gradient over the saved logits (500 MB on the
   suite's GPU size) instead of beside them.
 - **Release.** Every storage's Python reference is dropped after its last use (`del`), so the
@@ -375,7 +375,7 @@ def _in_place_candidates(
     """For a pure pointwise kernel: stored storage -> the storages it may overwrite (each read
     for the last time here, only at the stored element and only by the storing member, so
     every overwritten element is loaded for the value that overwrites it). Inputs only if
-    `donated`, in the stored buffer's own layout.
+    `donated`.
 
     A kernel with reductions qualifies too (a plain kernel, not a template's): a storing
     member that is a plain store (no reduction, no store mode, no indirect index) may take
@@ -413,7 +413,8 @@ def _in_place_candidates(
             if info.is_input:
                 if name not in donated or input_last_use.get(name) != position:
                     continue
-                if not _declared_as(name, program.storages[target].layout, program):
+                declared = info.declared
+                if declared is None or declared.offset != 0:
                     continue
             elif last_use.get(name) != position:
                 continue
@@ -425,19 +426,6 @@ def _in_place_candidates(
             ):
                 candidates.setdefault(target, []).append(name)
     return candidates
-
-
-def _declared_as(name: str, layout: Layout | None, program: Program) -> bool:
-    """Whether input `name` is declared in `layout` exactly, at offset 0 of its tensor (the
-    wrapper then binds the input tensor itself: no view to make, its own offset kept)."""
-    declared = program.storages[name].declared
-    return (
-        layout is not None
-        and declared is not None
-        and declared.offset == 0
-        and layout.offset == 0
-        and _same_layout(declared, layout)
-    )
 
 
 def _take_in_place(
