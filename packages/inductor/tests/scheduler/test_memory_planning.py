@@ -15,6 +15,7 @@ import ember.prims as prims
 from ember.inductor.codegen.cpp.backend import CppBackend
 from ember.inductor.config import InductorConfig
 from ember.inductor.pipeline import compile_graph, generate
+from ember.inductor.scheduler import memory_planning
 from ember.inductor.scheduler.memory_planning import returns_fresh
 from ember.prims.config import load
 from ember.runtime import ArtifactCache
@@ -188,3 +189,14 @@ def test_a_dead_buffer_in_the_same_layout_is_taken_first() -> None:
     compiled = compile_graph(graph, inputs, config=config)
     for _ in range(2):  # the second call runs over memory the first one reused
         torch.testing.assert_close(compiled(*inputs), alternating_weights(*inputs))
+
+
+def test_the_block_peak_counts_the_buffers_below_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    planned = _artifact(widen_then_narrow, True)["memory"]
+    # every buffer is small: the block a recording reserves is the whole planned peak
+    assert planned["planned_block_bytes"] == planned["planned_peak_bytes"]
+    wide = 32 * 512 * 4  # the mm result's bytes (gelu writes over it)
+    monkeypatch.setattr(memory_planning, "BLOCK_BUFFER_LIMIT", wide)
+    without_wide = _artifact(widen_then_narrow, True)["memory"]
+    assert without_wide["planned_peak_bytes"] == planned["planned_peak_bytes"]
+    assert without_wide["planned_block_bytes"] == planned["planned_peak_bytes"] - wide

@@ -36,8 +36,12 @@ class FakeRecorder:
         self.invalidated: list[tuple[torch.Tensor, str]] = []
         self.host: set[int] = set()  # ids of tensors that count as CPU tensors
         self.fail_with: type[Exception] | None = None
+        self.reserves: list[int] = []  # each recording's `reserve`
 
-    def record(self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any]) -> FakeRecording:
+    def record(
+        self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any], reserve: int = 0
+    ) -> FakeRecording:
+        self.reserves.append(reserve)
         try:
             recording = FakeRecording(self, call, args)
         except Exception as error:

@@ -361,3 +361,19 @@ def test_cpu_tensor_the_graph_never_reads_is_neither_checked_nor_copied(
         (out,) = call([read, seeds[4], weight])
     torch.testing.assert_close(out, torch.full((3,), 2.0))
     assert "[cpu_tensor]" in caplog.text and "input 0" in caplog.text
+
+
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_a_steps_first_recording_reserves_its_block_when_asked(
+    fake: FakeRecorder, monkeypatch: pytest.MonkeyPatch, setting: str
+) -> None:
+    monkeypatch.setenv("EMBER_CUDAGRAPH_RESERVE_BLOCK", setting)
+    forward = cudagraphify(lambda a: (a[0] * 2,), name="fw", device=CUDA, reserve_bytes=4096)
+    backward = cudagraphify(lambda a: (a[0] + 1,), name="bw", device=CUDA, reserve_bytes=512)
+    forward.function.mode = FunctionMode.FORWARD  # type: ignore[attr-defined]
+    backward.function.mode = FunctionMode.BACKWARD  # type: ignore[attr-defined]
+    for _ in range(3):
+        (out,) = forward([torch.ones(2)])
+        torch.testing.assert_close(backward([out])[0], torch.full((2,), 3.0))
+    # forward recorded at the root, backward below it: only the root reserves
+    assert fake.reserves == ([4096, 0] if setting == "1" else [0, 0])

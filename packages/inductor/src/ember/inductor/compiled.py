@@ -36,6 +36,9 @@ class CompiledGraph:
         # saved values (by position among a training forward's saved outputs) returned in
         # other strides than the Graph declares: the backward compiles against these
         self.saved_strides: dict[int, tuple[int, ...]] = {}
+        # the planned peak of its buffers below 128 MB: the block a CUDA graph recording of
+        # it that starts a step may reserve first (`memory_planning.planned_block_bytes`)
+        self.planned_block_bytes = 0
         self.in_spec = graph.in_spec
         self.out_spec = graph.out_spec
         positions = {graph_input.value.name: i for i, graph_input in enumerate(graph.inputs)}
@@ -95,6 +98,7 @@ class CompiledGraph:
                 else None
             ),
             saved_outputs=int(graph.meta.get("saved_outputs", "0") or 0),
+            reserve_bytes=self.planned_block_bytes if mode is not FunctionMode.BACKWARD else 0,
             saved_positions={
                 position
                 for leaf, position in enumerate(self._user_positions)

@@ -247,6 +247,7 @@ def generate(
         "reused": plan.reused,
         "in_place": plan.in_place,
         "planned_peak_bytes": plan.planned_peak_bytes,
+        "planned_block_bytes": plan.planned_block_bytes,
     }
     if graphs_log.isEnabledFor(logging.INFO):  # the stage the compile report shows
         graphs_log.info(
@@ -462,6 +463,7 @@ def _load(
     compiled = CompiledGraph(graph, namespace["call"], wrapper, module, artifact["kernels"])
     saved = artifact.get("saved_strides") or {}
     compiled.saved_strides = {int(k): tuple(v) for k, v in saved.items()}
+    compiled.planned_block_bytes = (artifact.get("memory") or {}).get("planned_block_bytes") or 0
     return compiled
 
 

@@ -37,6 +37,15 @@ class RuntimeConfig:
         cache_key=False,
     )
 
+    cudagraph_reserve_block: bool = setting(
+        False,
+        env="EMBER_CUDAGRAPH_RESERVE_BLOCK",
+        help="A CUDA graph recording that starts a step (a forward) first reserves one block of "
+        "its buffers' planned peak (those below 128 MB) in the graph pool, so they share a "
+        "segment and merge when freed (mode='reduce-overhead'; off until measured on the GPU).",
+        cache_key=False,
+    )
+
     cudagraph_max_depth: int = setting(
         32,
         env="EMBER_CUDAGRAPH_MAX_DEPTH",

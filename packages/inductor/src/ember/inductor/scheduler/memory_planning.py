@@ -36,7 +36,11 @@ The scheduled program is walked in order with each storage's last use:
 
 `planned_peak_bytes` is the largest sum of bytes of the memory the wrapper owns (its buffers
 and extern results, inputs excluded) live at one point, for graphs of static sizes: the figure
-the planner minimizes, and what the tests check.
+the planner minimizes, and what the tests check. `planned_block_bytes` is the same over the
+buffers below `BLOCK_BUFFER_LIMIT` alone: the one block a CUDA graph's recording may reserve
+first, so that those buffers share one segment of the caching allocator and merge when they
+are freed (ember-runtime's `cudagraph_reserve_block`), where a segment of its own for each
+(the allocator's way above 10 MB) leaves freed memory in pieces no later request fits.
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ from ember.inductor.codegen.backend import KernelSource
 from ember.inductor.ir.program import ExternNode, Program, TensorArg
 from ember.inductor.ir.tensors import Layout
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode
+
+# Buffers from this size on stay out of `planned_block_bytes`: a segment of their own wastes
+# little, and one freed is as large as a request for it (a Llama-style model's 500 MB logits).
+BLOCK_BUFFER_LIMIT = 128 * 2**20
 
 # ATen results that never alias an argument even where a schema cannot say so.
 _FRESH_PREFIXES = ("aten::",)
@@ -80,6 +88,7 @@ class MemoryPlan:
     in_place: int = 0
     donated: int = 0  # buffers that take a donated input's memory when the call holds it alone
     planned_peak_bytes: int | None = None  # None when a size is symbolic
+    planned_block_bytes: int | None = None  # the same over buffers below BLOCK_BUFFER_LIMIT
     unread_inputs: list[str] = field(default_factory=list)  # inputs no scheduled item touches
 
 
@@ -132,6 +141,7 @@ def plan_memory(
     released_at: dict[str, int] = {}
     live_bytes = 0
     peak: int | None = 0
+    block = _BlockCount()
     owned: dict[str, int | None] = {}  # group root -> bytes counted while live
     for position, item in enumerate(scheduled):
         if isinstance(item, Kernel):
@@ -161,6 +171,7 @@ def plan_memory(
                         plan.donated += 1
                         owned[groups[name]] = size = _nbytes(layout)
                         live_bytes, peak = _grow(live_bytes, peak, size)
+                        block.grow(size)
                         continue
                     if donor is not None:
                         new.append(Allocation(name, layout, donor, in_place=True))
@@ -176,6 +187,7 @@ def plan_memory(
                     size = _nbytes(layout)
                     owned[groups[name]] = size
                     live_bytes, peak = _grow(live_bytes, peak, size)
+                    block.grow(size)
                 else:
                     plan.reused += 1
                     consumed.add(donor)
@@ -196,6 +208,7 @@ def plan_memory(
                 size = _nbytes(declared) if declared is not None else None
                 owned[root] = size
                 live_bytes, peak = _grow(live_bytes, peak, size)
+                block.grow(size)
             for output in item.outputs:
                 if output is not None:
                     allocated.add(output)
@@ -210,10 +223,33 @@ def plan_memory(
                 continue
             size = owned.pop(root, 0)
             live_bytes = live_bytes - size if size is not None else live_bytes
+            block.shrink(size)
             if len(members[root]) == 1 and root in allocated and reuse and root not in consumed:
                 free.append(root)
     plan.planned_peak_bytes = peak
+    plan.planned_block_bytes = block.peak
     return plan
+
+
+class _BlockCount:
+    """Live and peak bytes of the buffers below `BLOCK_BUFFER_LIMIT` (peak None once a size
+    is symbolic)."""
+
+    def __init__(self) -> None:
+        self.live = 0
+        self.peak: int | None = 0
+
+    def grow(self, size: int | None) -> None:
+        if size is None:
+            self.peak = None
+        elif size < BLOCK_BUFFER_LIMIT:
+            self.live += size
+            if self.peak is not None:
+                self.peak = max(self.peak, self.live)
+
+    def shrink(self, size: int | None) -> None:
+        if size is not None and size < BLOCK_BUFFER_LIMIT:
+            self.live -= size
 
 
 def _grow(live: int, peak: int | None, size: int | None) -> tuple[int, int | None]:
@@ -447,4 +483,4 @@ def _take_in_place(
     return None
 
 
-__all__ = ["Allocation", "MemoryPlan", "plan_memory", "returns_fresh"]
+__all__ = ["BLOCK_BUFFER_LIMIT", "Allocation", "MemoryPlan", "plan_memory", "returns_fresh"]

@@ -43,6 +43,9 @@ class GraphFunction:
     # backward; a backward's arguments at `saved_positions` are those saved values
     saved_outputs: int = 0
     saved_positions: frozenset[int] = frozenset()
+    # bytes a recording of it that starts a step reserves in the pool first, as one block its
+    # buffers split (`cudagraph_reserve_block`; 0: none)
+    reserve_bytes: int = 0
     id: int = field(default_factory=lambda: next(_ids))
     warmed_up: set[Signature] = field(default_factory=set)
     recordings: int = 0
@@ -97,6 +100,7 @@ def cudagraphify(
     host_tensor_at: str | None = None,
     saved_outputs: int = 0,
     saved_positions: Collection[int] = (),
+    reserve_bytes: int = 0,
 ) -> Callable[[list[Any]], Sequence[Any]]:
     """`call` run from CUDA graphs in the tree of `device` (see the package README).
 
@@ -109,7 +113,10 @@ def cudagraphify(
     `saved_outputs` (a training forward: how many of its last outputs are saved values) and
     `saved_positions` (a backward: the arguments that are those values) let a backward's
     recording reuse the memory of saved values once it has read them, as an eager backward
-    frees them. `call` may empty the list it gets (the tree gives it a list of its own).
+    frees them. `reserve_bytes`: the planned peak of the graph's buffers below 128 MB, which
+    a recording that starts a step reserves in the pool as one block before the graph runs
+    when `EMBER_CUDAGRAPH_RESERVE_BLOCK` is on. `call` may empty the list it gets (the tree
+    gives it a list of its own).
     """
     from ember.runtime.cudagraphs.reasons import CPU_GRAPH, CPU_IN_GRAPH, MUTATED_INPUT
     from ember.runtime.cudagraphs.tree import log_reason
@@ -124,6 +131,7 @@ def cudagraphify(
         unread_positions=unread,
         saved_outputs=saved_outputs,
         saved_positions=frozenset(saved_positions),
+        reserve_bytes=reserve_bytes,
     )
     if device.type != "cuda":
         log_reason(function, CPU_GRAPH, graph=name, device=device)

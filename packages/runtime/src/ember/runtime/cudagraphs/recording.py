@@ -27,8 +27,11 @@ class Recording(Protocol):
 class Recorder(Protocol):
     """The CUDA calls the tree needs; everything else it does is plain Python."""
 
-    def record(self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any]) -> Recording:
-        """Capture `call(args)` and replay it once, so `outputs` hold real values."""
+    def record(
+        self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any], reserve: int = 0
+    ) -> Recording:
+        """Capture `call(args)` and replay it once, so `outputs` hold real values; `reserve`
+        bytes are first reserved in the pool as one block and freed (its buffers split it)."""
         ...
 
     def storage_alias(self, owner: torch.Tensor) -> torch.UntypedStorage:
@@ -64,7 +67,9 @@ class CudaRecorder:
         self.pool = pool
         self.recorded = False  # whether a graph was captured into the pool yet
 
-    def record(self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any]) -> Recording:
+    def record(
+        self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any], reserve: int = 0
+    ) -> Recording:
         graph = torch.cuda.CUDAGraph()
         stream = self.pool.stream
         current = torch.cuda.current_stream(self.pool.device)
@@ -88,6 +93,8 @@ class CudaRecorder:
         with torch.cuda.stream(stream):
             graph.capture_begin(pool=self.pool.handle, capture_error_mode="thread_local")
             try:
+                if reserve:  # an allocation, no kernel: the freed block stays in the pool
+                    torch.empty(reserve, dtype=torch.uint8, device=self.pool.device)
                 outputs = tuple(call(args))
             except Exception as error:
                 _end_failed_capture(graph)

@@ -65,6 +65,7 @@ class CudaGraphTree:
         self.recorder = recorder
         self.max_recordings = max_recordings or config.cudagraph_max_recordings
         self.max_depth = max_depth or config.cudagraph_max_depth
+        self.reserve_block = config.cudagraph_reserve_block
         self.roots: dict[int, list[Node]] = {}
         self.current: Node | None = None
         self.step = 0
@@ -226,7 +227,9 @@ class CudaGraphTree:
                 arg_storages[position] = None
         try:
             # the call empties the list: donated saved values are freed after their last read
-            recording = self.recorder.record(function.call, recording_args)
+            # a step's first graph may reserve its buffers' block (see function.reserve_bytes)
+            reserve = function.reserve_bytes if self.reserve_block and not path else 0
+            recording = self.recorder.record(function.call, recording_args, reserve)
         except CaptureError as error:
             log_reason(function, UNCAPTURABLE, graph=function.name, error=error)
             function.skip_reason = UNCAPTURABLE.id
