@@ -4,6 +4,7 @@ writes the same addresses. Poisoned tensors are listed instead of made unreadabl
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +38,7 @@ class FakeRecorder:
         self.host: set[int] = set()  # ids of tensors that count as CPU tensors
         self.fail_with: type[Exception] | None = None
         self.reserves: list[int] = []  # each recording's `reserve`
+        self.warm_up_reserves: list[int] = []  # each warm-up's, when it asks the recorder
 
     def record(
         self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any], reserve: int = 0
@@ -50,6 +52,10 @@ class FakeRecorder:
             raise
         self.recordings.append(recording)
         return recording
+
+    def warm_up(self, reserve: int = 0) -> contextlib.AbstractContextManager[object]:
+        self.warm_up_reserves.append(reserve)
+        return contextlib.nullcontext()
 
     def storage_alias(self, owner: torch.Tensor) -> torch.UntypedStorage:
         storage = owner.untyped_storage()

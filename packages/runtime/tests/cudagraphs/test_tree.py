@@ -375,5 +375,7 @@ def test_a_steps_first_recording_reserves_its_block_when_asked(
     for _ in range(3):
         (out,) = forward([torch.ones(2)])
         torch.testing.assert_close(backward([out])[0], torch.full((2,), 3.0))
-    # forward recorded at the root, backward below it: only the root reserves
+    # forward recorded at the root, backward below it: only the root reserves; the warm-ups
+    # go through the recorder (into the pool) only when asked
     assert fake.reserves == ([4096, 0] if setting == "1" else [0, 0])
+    assert fake.warm_up_reserves == ([4096, 0] if setting == "1" else [])

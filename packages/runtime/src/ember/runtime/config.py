@@ -40,9 +40,10 @@ class RuntimeConfig:
     cudagraph_reserve_block: bool = setting(
         False,
         env="EMBER_CUDAGRAPH_RESERVE_BLOCK",
-        help="A CUDA graph recording that starts a step (a forward) first reserves one block of "
-        "its buffers' planned peak (those below 128 MB) in the graph pool, so they share a "
-        "segment and merge when freed (mode='reduce-overhead'; off until measured on the GPU).",
+        help="mode='reduce-overhead': warm-ups before the first recording run in the graph "
+        "pool (as torch's trees do), and a step's first graph (a forward), warmed up or "
+        "recorded, first reserves there one block of its buffers' planned peak (those below "
+        "128 MB), so they share a segment and merge when freed. Off until measured on the GPU.",
         cache_key=False,
     )
 

@@ -14,10 +14,18 @@ import torch
 
 
 class MemoryPool:
-    """The pool handle of `torch.cuda.graph_pool_handle()` and the side stream captures use."""
+    """The pool handle captures record into and the side stream they use. `warm_ups`: the
+    pool is a `torch.cuda.MemPool`, so that eager runs can allocate in it too (warm-ups
+    before the first recording, `cudagraph_reserve_block`); otherwise a handle of
+    `torch.cuda.graph_pool_handle()`, which only captures can use."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, warm_ups: bool = False) -> None:
         self.device = device
+        self.mem_pool: Any = None
         with torch.cuda.device(device):
-            self.handle: Any = torch.cuda.graph_pool_handle()
+            if warm_ups and hasattr(torch.cuda, "use_mem_pool"):
+                self.mem_pool = torch.cuda.MemPool()
+                self.handle: Any = self.mem_pool.id
+            else:
+                self.handle = torch.cuda.graph_pool_handle()
             self.stream = torch.cuda.Stream(device)

@@ -8,7 +8,7 @@ overwrote. `CudaRecorder` does it with `torch.cuda.CUDAGraph`; CPU tests pass a 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, cast
 
 import torch
@@ -32,6 +32,12 @@ class Recorder(Protocol):
     ) -> Recording:
         """Capture `call(args)` and replay it once, so `outputs` hold real values; `reserve`
         bytes are first reserved in the pool as one block and freed (its buffers split it)."""
+        ...
+
+    def warm_up(self, reserve: int = 0) -> contextlib.AbstractContextManager[object]:
+        """Where a warm-up run allocates: in the pool while it holds no recording (its memory
+        is then the recordings' to reuse, as in torch's trees), `reserve` bytes reserved there
+        first as one block; elsewhere, as it is, when the pool cannot take eager runs."""
         ...
 
     def storage_alias(self, owner: torch.Tensor) -> torch.UntypedStorage:
@@ -109,10 +115,23 @@ class CudaRecorder:
         graph.replay()
         return CudaRecording(graph, outputs)
 
+    @contextlib.contextmanager
+    def warm_up(self, reserve: int = 0) -> Iterator[None]:
+        mem_pool = self.pool.mem_pool
+        if self.recorded or mem_pool is None:
+            # a recording's freed temporaries sit in the pool: an eager run there would take
+            # memory its replays overwrite
+            yield
+            return
+        with torch.cuda.use_mem_pool(mem_pool, self.pool.device):
+            if reserve:
+                torch.empty(reserve, dtype=torch.uint8, device=self.pool.device)
+            yield
+
     def _fresh_pool(self) -> None:
         """A failed capture leaves its pool unusable for the next one: later graphs record
         into a new pool (graphs already recorded keep theirs)."""
-        self.pool = MemoryPool(self.pool.device)
+        self.pool = MemoryPool(self.pool.device, self.pool.mem_pool is not None)
 
     def storage_alias(self, owner: torch.Tensor) -> torch.UntypedStorage:
         storage = owner.untyped_storage()

@@ -228,7 +228,7 @@ class CudaGraphTree:
         try:
             # the call empties the list: donated saved values are freed after their last read
             # a step's first graph may reserve its buffers' block (see function.reserve_bytes)
-            reserve = function.reserve_bytes if self.reserve_block and not path else 0
+            reserve = self._block(function, not path) if self.reserve_block else 0
             recording = self.recorder.record(function.call, recording_args, reserve)
         except CaptureError as error:
             log_reason(function, UNCAPTURABLE, graph=function.name, error=error)
@@ -264,11 +264,23 @@ class CudaGraphTree:
     def _warm_up(self, function: GraphFunction, args: list[Any]) -> Sequence[Any]:
         """The first run with a signature, as it is, watched for what a capture cannot take."""
         self.eager_runs += 1
-        results, problem = run_watched(function.call, args, self.recorder.on_device)
+        if self.reserve_block:  # in the pool while it holds no recording, the block first
+            with self.recorder.warm_up(self._block(function, self.current is None)):
+                results, problem = run_watched(function.call, args, self.recorder.on_device)
+        else:
+            results, problem = run_watched(function.call, args, self.recorder.on_device)
         if problem is not None:
             log_reason(function, UNCAPTURABLE, graph=function.name, error=problem)
             function.skip_reason = UNCAPTURABLE.id
         return results
+
+    @staticmethod
+    def _block(function: GraphFunction, first: bool) -> int:
+        """The bytes `function` reserves before it runs: its block when it is the step's
+        first graph (a backward never is)."""
+        if not first or function.mode is FunctionMode.BACKWARD:
+            return 0
+        return function.reserve_bytes
 
     def _eager(self, function: GraphFunction, args: list[Any]) -> Sequence[Any]:
         self.eager_runs += 1
@@ -362,7 +374,7 @@ def _cuda_recorder(device: torch.device) -> Recorder:
     from ember.runtime.cudagraphs.pool import MemoryPool
     from ember.runtime.cudagraphs.recording import CudaRecorder
 
-    return CudaRecorder(MemoryPool(device))
+    return CudaRecorder(MemoryPool(device, load(RuntimeConfig).cudagraph_reserve_block))
 
 
 def set_recorder_factory(factory: Callable[[torch.device], Recorder] | None) -> None:
