@@ -6,6 +6,7 @@ eager's. Capture and replay on a GPU are tested in ember-runtime's test_cuda.py.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -60,8 +61,13 @@ class _Recorder:
     def __init__(self, scribble: bool = False) -> None:
         self.scribble = scribble
 
-    def record(self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any]) -> _Recording:
+    def record(
+        self, call: Callable[[list[Any]], Sequence[Any]], args: list[Any], reserve: int = 0
+    ) -> _Recording:
         return _Recording(call, args, self.scribble)
+
+    def warm_up(self, reserve: int = 0) -> contextlib.AbstractContextManager[object]:
+        return contextlib.nullcontext()
 
     def storage_alias(self, owner: torch.Tensor) -> torch.UntypedStorage:
         storage = owner.untyped_storage()
