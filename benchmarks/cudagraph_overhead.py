@@ -426,8 +426,13 @@ class _NoReplayRecorder:
     """Records by running the graph once; replays do nothing; every tensor counts as on the
     device. What remains of a call is its host path: guards, binding, tree, hand-out."""
 
-    def record(self, call: Callable[[list[Any]], Any], args: list[Any]) -> _NoReplayRecording:
+    def record(
+        self, call: Callable[[list[Any]], Any], args: list[Any], reserve: int = 0
+    ) -> _NoReplayRecording:
         return _NoReplayRecording(tuple(call(args)))
+
+    def warm_up(self, reserve: int = 0) -> contextlib.AbstractContextManager[object]:
+        return contextlib.nullcontext()
 
     def storage_alias(self, owner: torch.Tensor) -> torch.UntypedStorage:
         storage = owner.untyped_storage()
