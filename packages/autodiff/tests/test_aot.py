@@ -327,3 +327,31 @@ def test_a_training_call_under_a_functorch_transform_goes_through_function_apply
     compiled = aot_eager(trace(_mlp, x, w.detach(), torch.zeros(5)), [x, w, torch.zeros(5)])
     with pytest.raises(RuntimeError, match="setup_context"):
         torch.func.grad(lambda v: compiled(x, v, torch.zeros(5)).sum())(w.detach())
+
+
+def _two_heads(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> Any:
+    shared = torch.tanh(x @ w1)
+    return shared.sum(), (shared @ w2).sum()  # the second head reads w2 alone
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("used", [(True, False), (True, True), (False, True)])
+def test_a_parameter_only_an_unused_output_reaches_gets_no_gradient(
+    backend: str, used: tuple[bool, bool]
+) -> None:
+    import ember
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 3)
+    weights = [torch.randn(3, 5), torch.randn(5, 2)]
+    ours = [w.clone().requires_grad_() for w in weights]
+    theirs = [w.clone().requires_grad_() for w in weights]
+    compiled = ember.compile(_two_heads, backend=backend)
+    for outputs in (compiled(x, *ours), _two_heads(x, *theirs)):
+        loss = sum(out for out, keep in zip(outputs, used) if keep)
+        loss.backward()  # type: ignore[union-attr]
+    for mine, eager in zip(ours, theirs):
+        # None where eager leaves None (no path from the loss), the same values elsewhere
+        assert (mine.grad is None) == (eager.grad is None)
+        if eager.grad is not None:
+            torch.testing.assert_close(mine.grad, eager.grad)

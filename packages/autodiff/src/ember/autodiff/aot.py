@@ -21,6 +21,7 @@ from ember.autodiff.joint import trace_joint
 from ember.autodiff.partition import PARTITIONERS, partition
 from ember.autodiff.partition_cache import CachedPartition, PartitionStore
 from ember.autodiff.runtime import CompiledFunction, TrainingStep
+from ember.autodiff.tangent_reach import tangents_reaching
 from ember.prims import (
     Graph,
     GraphInput,
@@ -165,7 +166,14 @@ def _aot(
         )
         mutated = {signature.inputs[i].value.name for i, _ in signature.mutations}
         clone = tuple(i for i, name in enumerate(parts.saved) if name in mutated)
-        return TrainingStep(forward, backward, parts.num_forward_outputs, differentiable, clone)
+        return TrainingStep(
+            forward,
+            backward,
+            parts.num_forward_outputs,
+            differentiable,
+            clone,
+            tangents_reaching(parts.backward),
+        )
 
     flags = tuple(isinstance(t, torch.Tensor) and t.requires_grad for t in examples)
     grad = torch.is_grad_enabled() and any(flags)

@@ -18,6 +18,7 @@ import torch
 
 from ember.autodiff.errors import AutodiffError, DoubleBackwardError
 from ember.autodiff.functionalize import Signature
+from ember.autodiff.tangent_reach import unreached
 from ember.autodiff.view_rules import apply_view
 from ember.prims import InputKind, Ref, tree_flatten, tree_unflatten
 
@@ -31,6 +32,9 @@ class TrainingStep:
     num_forward_outputs: int
     differentiable: tuple[bool, ...]  # per forward output: it has a tangent
     clone_saved: tuple[int, ...]  # saved primals the copy-back overwrites: saved as copies
+    # per gradient, the tangents it depends on (`tangent_reach`): one that depends on missing
+    # tangents alone is None, as in eager; empty: every gradient as the backward gives it
+    tangent_reach: tuple[frozenset[int], ...] = ()
     # derived from `differentiable` once, not on every call
     frozen: tuple[int, ...] = field(init=False)  # outputs without a tangent
     tangent_outputs: tuple[int, ...] = field(init=False)  # outputs with one
@@ -84,6 +88,24 @@ class _CompiledFunction(torch.autograd.Function):
             grad.contiguous() if grad is not None else _zeros(spec)
             for grad, spec in zip(given, ctx.tangent_specs)
         ]
+        missing = (
+            frozenset(
+                index
+                for index, output in enumerate(step.tangent_outputs)
+                if grad_outputs[output] is None
+            )
+            if step.tangent_reach
+            else None
+        )
+        gradients = _CompiledFunction._gradients(ctx, step, tangents)
+        if missing:  # outputs nobody differentiated: what only they reach gets no gradient
+            return (None, *unreached(gradients[1:], step.tangent_reach, missing))
+        return gradients
+
+    @staticmethod
+    def _gradients(ctx: Any, step: TrainingStep, tangents: list[Any]) -> Any:
+        """(None, gradient per primal...): the backward run on the saved values and
+        `tangents` (a list it empties)."""
         if not torch.is_grad_enabled() and step.boxed_backward is not None:
             # Saved values freed after their last use in the backward, as torch.compile's
             # runtime does: the list below holds the only references the backward's wrapper
@@ -91,7 +113,7 @@ class _CompiledFunction(torch.autograd.Function):
             # autograd's own are released now unless the graph is kept for another backward
             # (retain_graph=True: a later backward unpacks them again).
             args = [*ctx.saved_tensors, *tangents]
-            del tangents
+            tangents.clear()  # the caller's list: the args hold the only references now
             ctx.maybe_clear_saved_tensors()
             if _saved_kept(ctx):
                 # retain_graph=True: another backward reads them, so the call must leave them
