@@ -337,6 +337,10 @@ def test_the_library_lands_under_its_name_and_only_one_process_builds(
     waiter.join(timeout=1.5)
     assert waiter.is_alive(), "built while another process held the lock"
     source = Path(str(native_module.__file__))
-    library.write_bytes(source.read_bytes())  # what the holder would leave
+    # what the holder would leave, in one rename as build_library moves it (a plain write
+    # let the waiter import a half-written file on a busy 2-core machine)
+    partial = tmp_path / f"{name}.partial"
+    partial.write_bytes(source.read_bytes())
+    os.replace(partial, library)
     waiter.join(timeout=30)
     assert result and result[0].tensor_guards is not None
