@@ -4,17 +4,23 @@ training steps through it give eager's gradients, twice with retain_graph=True."
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import weakref
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import ember
+from ember.inductor import pipeline
+from ember.inductor.codegen import wrapper
+from ember.inductor.config import InductorConfig
 from ember.inductor.pipeline import compile_graph
 from ember.prims import trace
+from ember.prims.config import load
 
 
 class _AliveAtMatmul(TorchDispatchMode):
@@ -139,11 +145,24 @@ class _MatmulOperand(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _as_backward(fn: Any) -> Any:
-    """`fn` compiled as a training backward is: its inputs donated (saved values)."""
+def _as_backward(fn: Any, wider: bool = True) -> Any:
+    """`fn` compiled as a training backward is: its inputs donated (saved values), written
+    over only under `wider_in_place` (off by default)."""
     graph = trace(fn, *_inputs())
     graph.meta["saved_inputs"] = "1"
-    return compile_graph(graph, _inputs())
+    config = dataclasses.replace(load(InductorConfig), wider_in_place=wider)
+    return compile_graph(graph, _inputs(), config=config)
+
+
+def test_a_donated_input_is_not_written_by_default() -> None:
+    compiled = _as_backward(_fn, wider=False)
+    args = _inputs()
+    address = args[0].data_ptr()
+    mode = _MatmulOperand()
+    with mode:
+        out = compiled.call_boxed(args)
+    assert mode.addresses != [address] and "held alone" not in compiled.source
+    torch.testing.assert_close(out, _fn(*_inputs()))
 
 
 def test_a_donated_input_held_alone_is_written_in_place() -> None:
@@ -183,23 +202,38 @@ def test_a_donated_input_is_left_alone_in_an_unboxed_call() -> None:
     torch.testing.assert_close(out, _fn(x, w))
 
 
-def test_training_writes_the_backward_over_saved_values_and_matches_eager() -> None:
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.a, self.b = nn.Linear(16, 32), nn.Linear(32, 8)
+def test_training_writes_the_backward_over_saved_values_and_matches_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("EMBER_INDUCTOR_WIDER_IN_PLACE", "1")
+    taken: list[bool] = []  # each run-time check of a donated input: held alone or not
+    namespace = pipeline.wrapper_namespace
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.b(torch.tanh(self.a(x)) * torch.sigmoid(self.a(x)))
+    def counting(*args: Any) -> dict[str, Any]:
+        names = namespace(*args)
+        count = names["getrefcount"]
 
-    torch.manual_seed(0)
-    model = Block()
-    twin = Block()
-    twin.load_state_dict(model.state_dict())
+        def getrefcount(tensor: Any) -> int:
+            refs = count(tensor) - 1  # this frame's argument
+            taken.append(refs == wrapper.SOLE_REFERENCES)
+            return refs
+
+        names["getrefcount"] = getrefcount
+        return names
+
+    monkeypatch.setattr(pipeline, "wrapper_namespace", counting)
+
+    def mlp() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.GELU(),
+                             nn.Linear(32, 4))  # fmt: skip
+
+    model, twin = mlp(), mlp()
     compiled = ember.compile(twin, backend="inductor")
     for _ in range(2):
-        x = torch.randn(8, 16)
-        model(x).square().mean().backward()
-        compiled(x).square().mean().backward()
+        x, target = torch.randn(8, 16), torch.randint(0, 4, (8,))
+        nn.functional.cross_entropy(model(x), target).backward()
+        nn.functional.cross_entropy(compiled(x), target).backward()
+    assert taken and all(taken)  # the backward's GELU gradients went over the saved values
     for ours, theirs in zip(twin.parameters(), model.parameters()):
         torch.testing.assert_close(ours.grad, theirs.grad)

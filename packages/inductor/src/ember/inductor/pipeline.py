@@ -229,7 +229,10 @@ def generate(
         scheduled,
         sources,
         config.reuse_buffers,
-        frozenset(program.input_storages[position] for position in donated),
+        frozenset(program.input_storages[position] for position in donated)
+        if config.wider_in_place
+        else frozenset(),
+        config.wider_in_place,
     )
     wrapper = generate_wrapper(
         program,

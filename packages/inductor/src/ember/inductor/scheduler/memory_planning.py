@@ -19,7 +19,7 @@ The scheduled program is walked in order with each storage's last use:
   being stored (same flat index, no indirect index): each element is loaded for the value
   that overwrites it, by the same thread, so no compiler can order the store first. Graph
   inputs are never written (the caller still holds them).
-- **Donated inputs.** A graph input in `donated` (a training backward's saved values and
+- **Donated inputs** (inductor's `wider_in_place`, off by default). A graph input in `donated` (a training backward's saved values and
   tangents, whose caller hands the wrapper its only references) may be such a buffer too, but
   only if the call holds its only reference: the allocation is `checked`, and the wrapper
   tests at run time that no one else holds the tensor or its storage (a caller that kept it,
@@ -98,10 +98,13 @@ def plan_memory(
     sources: Mapping[str, KernelSource],
     reuse: bool = True,
     donated: frozenset[str] = frozenset(),
+    mixed_kernels: bool = False,
 ) -> MemoryPlan:
     """The allocation, reuse and release plan of `scheduled` (see the module docstring);
     `reuse=False` allocates every buffer fresh (releases are the same). `donated`: input
-    storages whose memory a buffer may take when the call holds their only reference."""
+    storages whose memory a buffer may take when the call holds their only reference;
+    `mixed_kernels`: kernels with reductions may write in place too (both are inductor's
+    `wider_in_place`, off until measured on the GPU)."""
     plan = MemoryPlan()
     inputs = set(program.input_storages)
     local: set[str] = set()
@@ -147,7 +150,13 @@ def plan_memory(
         if isinstance(item, Kernel):
             in_place = (
                 _in_place_candidates(
-                    item, program, last_use, position, input_last_use, donated - kept
+                    item,
+                    program,
+                    last_use,
+                    position,
+                    input_last_use,
+                    donated - kept,
+                    mixed_kernels,
                 )
                 if reuse
                 else {}
@@ -407,13 +416,15 @@ def _in_place_candidates(
     position: int,
     input_last_use: Mapping[str, int],
     donated: frozenset[str],
+    mixed_kernels: bool = False,
 ) -> dict[str, list[str]]:
     """For a pure pointwise kernel: stored storage -> the storages it may overwrite (each read
     for the last time here, only at the stored element and only by the storing member, so
     every overwritten element is loaded for the value that overwrites it). Inputs only if
     `donated`.
 
-    A kernel with reductions qualifies too (a plain kernel, not a template's): a storing
+    With `mixed_kernels`, a kernel with reductions qualifies too (a plain kernel, not a
+    template's): a storing
     member that is a plain store (no reduction, no store mode, no indirect index) may take
     the memory of a storage only it reads, only at the element it stores; other members (a
     row's reduction, say) never read that storage, so no read can come after the overwrite.
@@ -423,7 +434,7 @@ def _in_place_candidates(
         m.level == "outer" and m.node.reduction_type is None and m.store_mode is None
         for m in kernel.members
     )
-    if not pure and type(kernel) is not Kernel:
+    if not pure and (not mixed_kernels or type(kernel) is not Kernel):
         return {}
     loads: dict[str, list[tuple[int, object, bool]]] = {}
     for index, member in enumerate(kernel.members):
