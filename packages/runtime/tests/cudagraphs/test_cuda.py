@@ -220,9 +220,15 @@ def test_training_with_attention_dropout_runs_without_cuda_graphs(
     assert tree_for(CUDA).replays == 0, _why(caplog)
 
 
-def test_the_warm_up_leaves_no_cached_memory_beside_the_pool() -> None:
+@pytest.mark.parametrize("in_pool", ["0", "1"])
+def test_the_warm_up_leaves_no_cached_memory_beside_the_pool(
+    in_pool: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The first recording gives back the blocks the eager warm-up left cached: a graph with a
-    256 MB output holds it once (its pool), not once more in the allocator's cache."""
+    256 MB output holds it once (its pool), not once more in the allocator's cache. With
+    `cudagraph_reserve_block` the warm-up runs in the pool, on the capture's stream (the
+    allocator keeps free blocks per stream: on the caller's, the capture reserved it again)."""
+    monkeypatch.setenv("EMBER_CUDAGRAPH_RESERVE_BLOCK", in_pool)
     from ember.runtime.cudagraphs import cudagraphify
 
     reset_trees()
