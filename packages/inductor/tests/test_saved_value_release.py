@@ -202,26 +202,40 @@ def test_a_donated_input_is_left_alone_in_an_unboxed_call() -> None:
     torch.testing.assert_close(out, _fn(x, w))
 
 
-def test_training_writes_the_backward_over_saved_values_and_matches_eager(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _count_in_place_checks(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Turn `wider_in_place` on and record each run-time check of a donated input: whether
+    the call held it alone (its reference count, then its storage's use count)."""
     monkeypatch.setenv("EMBER_INDUCTOR_WIDER_IN_PLACE", "1")
-    taken: list[bool] = []  # each run-time check of a donated input: held alone or not
+    taken: list[bool] = []
     namespace = pipeline.wrapper_namespace
 
     def counting(*args: Any) -> dict[str, Any]:
         names = namespace(*args)
-        count = names["getrefcount"]
+        count, uses = names["getrefcount"], names["storage_use_count"]
 
         def getrefcount(tensor: Any) -> int:
             refs = count(tensor) - 1  # this frame's argument
-            taken.append(refs == wrapper.SOLE_REFERENCES)
+            if refs != wrapper.SOLE_REFERENCES:
+                taken.append(False)
             return refs
 
+        def storage_use_count(storage: int) -> int:
+            found = uses(storage)
+            taken.append(found == wrapper.SOLE_STORAGE_USES)
+            return found
+
         names["getrefcount"] = getrefcount
+        names["storage_use_count"] = storage_use_count
         return names
 
     monkeypatch.setattr(pipeline, "wrapper_namespace", counting)
+    return taken
+
+
+def test_training_writes_the_backward_over_saved_values_and_matches_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    taken = _count_in_place_checks(monkeypatch)
 
     def mlp() -> nn.Module:
         torch.manual_seed(0)
@@ -237,3 +251,36 @@ def test_training_writes_the_backward_over_saved_values_and_matches_eager(
     assert taken and all(taken)  # the backward's GELU gradients went over the saved values
     for ours, theirs in zip(twin.parameters(), model.parameters()):
         torch.testing.assert_close(ours.grad, theirs.grad)
+
+
+def test_a_saved_view_of_a_forward_buffer_is_written_over_by_the_backward(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A language-model head under bf16 autocast: the forward saves its logits as a view
+    (batch, tokens, vocab) of the matmul's (rows, vocab) result. Returned as a view, the
+    saved value would keep that result's tensor alive beside it, a second user of the
+    storage, and the backward would write the logits' gradient beside the saved logits
+    (500 MB each on the Llama-style model) instead of over them."""
+    taken = _count_in_place_checks(monkeypatch)
+
+    class Head(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.embed = nn.Linear(16, 16)
+            self.head = nn.Linear(16, 64, bias=False)
+
+        def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            logits = self.head(torch.relu(self.embed(x)))
+            return nn.functional.cross_entropy(logits.float().view(-1, 64), target.view(-1))
+
+    model, twin = Head(), Head()
+    compiled = ember.compile(twin, backend="inductor")
+    for _ in range(2):
+        x, target = torch.randn(2, 8, 16), torch.randint(0, 64, (2, 8))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(x, target).backward()
+            compiled(x, target).backward()
+    assert taken and all(taken), taken  # every donated saved value was held alone
+    for ours, theirs in zip(twin.parameters(), model.parameters()):
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=2e-2, atol=2e-3)

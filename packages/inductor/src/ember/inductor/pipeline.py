@@ -242,6 +242,7 @@ def generate(
         device,
         _host_inputs(graph, device),
         plan=plan,
+        detached_outputs=saved_outputs if config.wider_in_place else 0,
     )
     logger.debug("inductor passes (ms): %s", {k: round(v, 1) for k, v in timings.items()})
     targets = sorted({item.target for item in scheduled if isinstance(item, ExternNode)})

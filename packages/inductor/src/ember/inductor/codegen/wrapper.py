@@ -41,11 +41,16 @@ def generate_wrapper(
     host_inputs: Sequence[int] = (),
     *,
     plan: MemoryPlan | None = None,
+    detached_outputs: int = 0,
 ) -> str:
     """The wrapper's source. Buffers are allocated on `device`; the inputs at positions
     `host_inputs` are CPU tensors of a graph computing on another device (scalars and
     index tensors eager lets mix with GPU tensors): they are copied there first. Buffers
-    follow `plan` (by default `plan_memory`'s: dead memory reused, released after last use)."""
+    follow `plan` (by default `plan_memory`'s: dead memory reused, released after last use).
+    The last `detached_outputs` outputs (a training forward's saved values), where they are
+    views of the graph's own buffers, are returned detached: a view keeps its base tensor,
+    a second user of the storage that the backward's in-place check (a donated saved value
+    written over when the call holds it alone) would count against it."""
     device = device or torch.device("cpu")
     lines = [f"DEVICE = torch.device({str(device)!r})", "", "", "def call(args):"]
     emit = lines.append
@@ -87,6 +92,15 @@ def generate_wrapper(
         if dead:
             emit(f"    del {', '.join(dead)}")
     results = [_literal(arg, program, names) for arg in program.outputs]
+    inputs_set = set(inputs)
+    for position in range(max(len(results) - detached_outputs, 0), len(results)):
+        arg = program.outputs[position]
+        if (
+            isinstance(arg, TensorArg)
+            and arg.storage not in inputs_set
+            and results[position].startswith("as_strided(")
+        ):
+            results[position] += ".detach()"
     for position, layout in program.output_restrides.items():
         size, stride = names.shape(layout.size), names.shape(layout.stride)
         results[position] = f"restride({results[position]}, {size}, {stride})"

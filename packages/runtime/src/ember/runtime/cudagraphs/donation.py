@@ -91,7 +91,10 @@ def donate(
             continue
         arg = recording_args[position]
         owner = node.owners[group]
-        recording_args[position] = owner.as_strided(arg.shape, arg.stride(), arg.storage_offset())
+        # detached: a view would keep `owner` alive beside it, a second user of the storage
+        # that a backward's in-place check (a donated value held alone) counts against it
+        view = owner.as_strided(arg.shape, arg.stride(), arg.storage_offset())
+        recording_args[position] = view.detach()
         taken[(id(node), group)] = (node, group)
         positions.add(position)
     donors: list[Node] = []
