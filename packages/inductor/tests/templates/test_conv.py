@@ -205,3 +205,44 @@ def test_conv_templates_compile_to_ptx_without_a_gpu(build_for_sm90: Any) -> Non
         built = [ptx for kernel in report[name] if kernel["template"] for ptx in kernel["ptx"]]
         assert built, name
         assert all(".target sm_90" in ptx and "mma" in ptx for ptx in built), name
+
+
+def _conv_then_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
+                      lw: torch.Tensor, lb: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    features = torch.relu(F.conv2d(x, w, b, padding=1))
+    return torch.relu(F.linear(features.flatten(1), lw, lb))
+
+
+def _conv_then_linear_inputs() -> tuple[torch.Tensor, ...]:
+    return (
+        _randn(2, 5, 6, 6),
+        _randn(7, 5, 3, 3, seed=1),
+        _randn(7, seed=2),
+        _randn(9, 7 * 6 * 6, seed=3),
+        _randn(9, seed=4),
+    )
+
+
+def test_conv_templates_alone_template_the_convolutions_and_keep_cublas() -> None:
+    """`conv_templates` (the default mode's setting) makes the convolution with its epilogue a
+    template and leaves the matmul to the vendor; off (the default), both stay extern."""
+    inputs = _conv_then_linear_inputs()
+    graph = prims.trace(_conv_then_linear, *inputs)
+    cuda = torch.device("cuda")
+    convs = generate(graph, TritonBackend(), _config(gemm_templates=False, conv_templates=True),
+                     cuda)  # fmt: skip
+    assert convs["targets"] == ["aten::addmm.default"]
+    neither = generate(graph, TritonBackend(), _config(gemm_templates=False), cuda)
+    assert neither["targets"] == ["aten::addmm.default", "aten::convolution.default"]
+
+
+def test_conv_templates_alone_match_eager(cache: ArtifactCache, interpreter: None) -> None:
+    inputs = _conv_then_linear_inputs()
+    graph = prims.trace(_conv_then_linear, *inputs)
+    config = _config(gemm_templates=False, conv_templates=True)
+    compiled = compile_graph(graph, inputs, config=config, backend=TritonBackend(), cache=cache)
+    choices = [
+        k for k in compiled.call.__globals__["kernels"].values() if isinstance(k, GemmChoice)
+    ]
+    assert len(choices) == 1 and choices[0].vendor.conv is not None
+    torch.testing.assert_close(compiled(*inputs), _conv_then_linear(*inputs), rtol=1e-4, atol=1e-4)

@@ -49,6 +49,17 @@ class InductorConfig:
         '(cached on disk); `ember.compile(mode="max-autotune")` turns it on.',
         cache_key=True,
     )
+    conv_templates: bool = setting(
+        False,
+        env="EMBER_INDUCTOR_CONV_TEMPLATES",
+        help="The default mode's share of `gemm_templates`: convolutions only, each with the "
+        "pointwise kernel after it fused in (a ResNet's batch norm and ReLU in inference) as "
+        "one Triton implicit-GEMM kernel, launched in a few us where a cuDNN call costs "
+        "25-45 us of host time; its first configuration, kept only where timing it against "
+        "cuDNN on the first call finds it faster (cached on disk). Off until measured on the "
+        "GPU (issue 16's default mode).",
+        cache_key=True,
+    )
     autotune_reductions: bool = setting(
         False,
         env="EMBER_INDUCTOR_AUTOTUNE_REDUCTIONS",

@@ -2,7 +2,7 @@
 
     bind_symbols → decompose → pad_matmuls → float32_matmuls
     → eliminate_common_subexpressions → eliminate_dead_code → lower → schedule
-    → mixed_order_reductions → gemm_templates (max-autotune) → check_bounds → generate
+    → mixed_order_reductions → gemm_templates (max-autotune; convolutions: conv_templates) → check_bounds → generate
     → plan_memory → load
 
 The pass names are the names used in logs. A compiled graph (wrapper and module source) is
@@ -214,8 +214,12 @@ def generate(
             scheduled = timed(
                 "mixed_order_reductions", combine_mixed_order_reductions, program, scheduled
             )
-    if config.gemm_templates and "gemm_templates" in backend.capabilities:
-        scheduled = timed("gemm_templates", use_gemm_templates, program, scheduled)
+    if (
+        config.gemm_templates or config.conv_templates
+    ) and "gemm_templates" in backend.capabilities:
+        scheduled = timed(
+            "gemm_templates", use_gemm_templates, program, scheduled, config.gemm_templates
+        )
     if config.check_bounds:
         timed("check_bounds", check_bounds, scheduled, program)
     sources: dict[str, KernelSource] = timed("generate", _generate, scheduled, program, backend)

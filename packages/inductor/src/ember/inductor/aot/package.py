@@ -56,7 +56,12 @@ def aot_compile(
     folder. `targets` are CUDA architectures (90 for an H100) for a GPU program."""
     folder = program.save(path)
     flat = program.flat_graph()
-    overrides = {"max_autotune": False, "autotune_reductions": False, "gemm_templates": False}
+    overrides = {
+        "max_autotune": False,
+        "autotune_reductions": False,
+        "gemm_templates": False,
+        "conv_templates": False,
+    }
     config = dataclasses.replace(load(InductorConfig), **{**overrides, **(options or {})})
     device = compute_device(flat)
     backend = backend_for(device, config)
@@ -153,7 +158,7 @@ def _cubins(
             if not isinstance(kernel, TritonKernel):
                 raise AotPackageError(
                     f"kernel {name} is a GEMM template chosen by timing at run time; package "
-                    "without gemm_templates"
+                    "without gemm_templates and conv_templates"
                 )
             unsupported = [kind for _, kind in kernel.signature if not supported_type(kind)]
             if unsupported:

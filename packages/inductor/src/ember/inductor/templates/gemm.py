@@ -4,10 +4,11 @@ become one `GemmKernel` (the matmul's tiles, then the epilogue
 on the accumulator in registers), so bias, activation, residual add, scale and cast never
 round-trip through memory.
 
-`use_gemm_templates(program, scheduled)` runs after fusion (pass `gemm_templates`, only under
-`mode="max-autotune"`). A `GemmKernel` is a `Kernel`: its first member is the matmul written
-as a loop-IR reduction (`sum_k A[m, k] * B[k, n]`, read by memory planning and the bounds
-check), the others are the epilogue's members unchanged. The Triton backend generates it with
+`use_gemm_templates(program, scheduled)` runs after fusion (pass `gemm_templates`, under
+`mode="max-autotune"`; for convolutions alone, `conv_templates` in the default mode). A
+`GemmKernel` is a `Kernel`: its first member is the matmul written as a loop-IR reduction
+(`sum_k A[m, k] * B[k, n]`, read by memory planning and the bounds check), the others are
+the epilogue's members unchanged. The Triton backend generates it with
 `templates/gemm_writer.py`; the extern call stays the fallback the runtime choice measures
 against (`templates/gemm_choice.py`).
 """
@@ -80,9 +81,12 @@ class GemmKernel(Kernel):
     epilogue: Kernel | None = None  # the kernel fused in (None: the product alone)
 
 
-def use_gemm_templates(program: Program, scheduled: Sequence[ScheduledNode]) -> list[ScheduledNode]:
+def use_gemm_templates(
+    program: Program, scheduled: Sequence[ScheduledNode], matmuls: bool = True
+) -> list[ScheduledNode]:
     """`scheduled` with every eligible extern matmul made a `GemmKernel`, fused with the
-    pointwise kernel that reads its result when that is safe (see the module)."""
+    pointwise kernel that reads its result when that is safe (see the module); with
+    `matmuls=False` (`conv_templates` alone), convolutions only."""
     items = list(scheduled)
     # Templates are numbered from past the fused kernels' numbers (their positions), one
     # number each: a number from the item's position repeats once a fused epilogue leaves the
@@ -93,7 +97,7 @@ def use_gemm_templates(program: Program, scheduled: Sequence[ScheduledNode]) -> 
     while position < len(items):
         item = items[position]
         gemm = _gemm_of(item, program) if isinstance(item, ExternNode) else None
-        if gemm is None:
+        if gemm is None or (not matmuls and gemm.conv is None):
             position += 1
             continue
         assert isinstance(item, ExternNode)
