@@ -78,8 +78,15 @@ def test_erf_lines_compute_erf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     x = _inputs("cpu")
     out, _ = _erf(_module(tmp_path), x, reference=False)
     torch.testing.assert_close(out, torch.erf(x), rtol=1e-6, atol=1e-38, equal_nan=True)
-    assert out[-10:-1].tolist() == torch.erf(x[-10:-1]).tolist()  # zeros keep their sign
-    assert out[-10].signbit() == 0 and out[-9].signbit() == 1
+    # the values erf fixes exactly (signed zeros, saturation, infinities) and NaN; +-1e-30
+    # (erf(x) = x * 2/sqrt(pi) there) within one float32 ulp: torch's own CPU erf rounds it
+    # differently under AVX2 and AVX-512 (1.1283792e-30 against 1.1283791e-30)
+    exact = [0, 1, 4, 5, 6, 7, 8]
+    special, expected = out[-10:], torch.erf(x[-10:])
+    assert special[exact].tolist() == expected[exact].tolist()
+    assert special[-1].isnan()
+    torch.testing.assert_close(special[2:4], expected[2:4], rtol=1.2e-7, atol=0.0)
+    assert out[-10].signbit() == 0 and out[-9].signbit() == 1  # zeros keep their sign
 
 
 @pytest.mark.cuda
