@@ -33,14 +33,14 @@ def backward_fn(args: list[Any]) -> Sequence[Any]:
     return ((scaled * 0 + grad) * weight_t.t(),)
 
 
-def _pair(saved_outputs: int = 2) -> tuple[Any, Any]:
+def _pair(saved_outputs: int = 2, writes_donated: bool = False) -> tuple[Any, Any]:
     forward = cudagraphify(
         forward_fn, name="fw", device=CUDA, static_positions={1},
         mode=FunctionMode.FORWARD, saved_outputs=saved_outputs,
     )  # fmt: skip
     backward = cudagraphify(
         backward_fn, name="bw", device=CUDA, mode=FunctionMode.BACKWARD,
-        saved_positions={0, 1},
+        saved_positions={0, 1}, writes_donated=writes_donated,
     )  # fmt: skip
     return forward, backward
 
@@ -77,6 +77,26 @@ def test_backward_recording_takes_the_memory_of_saved_values(fake: FakeRecorder)
                torch.uint8 for owner in root.owners)  # fmt: skip
     assert 1 not in child.inputs.copied_positions and 1 in child.inputs.static_positions
     assert tree.replays >= 4
+
+
+@pytest.mark.parametrize("writes_donated", [False, True])
+def test_a_backward_that_writes_donated_values_gets_them_alone(
+    fake: FakeRecorder, writes_donated: bool
+) -> None:
+    """A backward compiled to write over a donated value it holds alone (inductor's
+    `wider_in_place` checks the storage's use count) gets a tensor of its own over that
+    memory: a view would keep the donor's owning tensor alive, a second user of the storage,
+    and the check would refuse the memory. Other backwards get the view, as before."""
+    forward, backward = _pair(writes_donated=writes_donated)
+    weight = torch.randn(3, 3)
+    for i in range(3):
+        x = torch.randn(3, 3) + i
+        out, grad = _step(forward, backward, weight, x)
+        torch.testing.assert_close(out, (x * weight).sum(0))
+        torch.testing.assert_close(grad, weight.expand(3, 3))
+    donated = fake.recordings[-1].args[0]
+    assert donated._is_view() is not writes_donated
+    assert (donated._base is None) is writes_donated
 
 
 def test_a_saved_value_the_caller_also_gets_is_not_donated(fake: FakeRecorder) -> None:

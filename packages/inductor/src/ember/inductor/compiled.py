@@ -39,6 +39,8 @@ class CompiledGraph:
         # the planned peak of its buffers below 128 MB: the block a CUDA graph recording of
         # it that starts a step may reserve first (`memory_planning.planned_block_bytes`)
         self.planned_block_bytes = 0
+        # whether its code writes over donated inputs it holds alone (`wider_in_place`)
+        self.writes_donated = False
         self.in_spec = graph.in_spec
         self.out_spec = graph.out_spec
         positions = {graph_input.value.name: i for i, graph_input in enumerate(graph.inputs)}
@@ -99,6 +101,7 @@ class CompiledGraph:
             ),
             saved_outputs=int(graph.meta.get("saved_outputs", "0") or 0),
             reserve_bytes=self.planned_block_bytes if mode is not FunctionMode.BACKWARD else 0,
+            writes_donated=self.writes_donated,
             saved_positions={
                 position
                 for leaf, position in enumerate(self._user_positions)

@@ -256,6 +256,7 @@ def generate(
         "in_place": plan.in_place,
         "planned_peak_bytes": plan.planned_peak_bytes,
         "planned_block_bytes": plan.planned_block_bytes,
+        "writes_donated": any(a.checked for group in plan.allocations.values() for a in group),
     }
     if graphs_log.isEnabledFor(logging.INFO):  # the stage the compile report shows
         graphs_log.info(
@@ -471,7 +472,9 @@ def _load(
     compiled = CompiledGraph(graph, namespace["call"], wrapper, module, artifact["kernels"])
     saved = artifact.get("saved_strides") or {}
     compiled.saved_strides = {int(k): tuple(v) for k, v in saved.items()}
-    compiled.planned_block_bytes = (artifact.get("memory") or {}).get("planned_block_bytes") or 0
+    memory = artifact.get("memory") or {}
+    compiled.planned_block_bytes = memory.get("planned_block_bytes") or 0
+    compiled.writes_donated = bool(memory.get("writes_donated"))
     return compiled
 
 

@@ -91,10 +91,10 @@ def donate(
             continue
         arg = recording_args[position]
         owner = node.owners[group]
-        # detached: a view would keep `owner` alive beside it, a second user of the storage
-        # that a backward's in-place check (a donated value held alone) counts against it
         view = owner.as_strided(arg.shape, arg.stride(), arg.storage_offset())
-        recording_args[position] = view.detach()
+        # a backward that writes over a donated value it holds alone gets it detached: the
+        # view would keep `owner` alive, a second user of the storage its check counts
+        recording_args[position] = view.detach() if function.writes_donated else view
         taken[(id(node), group)] = (node, group)
         positions.add(position)
     donors: list[Node] = []

@@ -46,6 +46,9 @@ class GraphFunction:
     # bytes a recording of it that starts a step reserves in the pool first, as one block its
     # buffers split (`cudagraph_reserve_block`; 0: none)
     reserve_bytes: int = 0
+    # a backward whose code writes over a saved value it holds alone (inductor's
+    # `wider_in_place`): donation hands it tensors that hold that memory alone (see `donation`)
+    writes_donated: bool = False
     id: int = field(default_factory=lambda: next(_ids))
     warmed_up: set[Signature] = field(default_factory=set)
     recordings: int = 0
@@ -101,6 +104,7 @@ def cudagraphify(
     saved_outputs: int = 0,
     saved_positions: Collection[int] = (),
     reserve_bytes: int = 0,
+    writes_donated: bool = False,
 ) -> Callable[[list[Any]], Sequence[Any]]:
     """`call` run from CUDA graphs in the tree of `device` (see the package README).
 
@@ -115,8 +119,10 @@ def cudagraphify(
     recording reuse the memory of saved values once it has read them, as an eager backward
     frees them. `reserve_bytes`: the planned peak of the graph's buffers below 128 MB, which
     a recording that starts a step reserves in the pool as one block before the graph runs
-    when `EMBER_CUDAGRAPH_RESERVE_BLOCK` is on. `call` may empty the list it gets (the tree
-    gives it a list of its own).
+    when `EMBER_CUDAGRAPH_RESERVE_BLOCK` is on. `writes_donated`: the backward writes over a
+    donated value when it holds it alone (its donated arguments are then tensors of their own
+    over the memory, not views that keep the donor's tensor). `call` may empty the list it
+    gets (the tree gives it a list of its own).
     """
     from ember.runtime.cudagraphs.reasons import CPU_GRAPH, CPU_IN_GRAPH, MUTATED_INPUT
     from ember.runtime.cudagraphs.tree import log_reason
@@ -132,6 +138,7 @@ def cudagraphify(
         saved_outputs=saved_outputs,
         saved_positions=frozenset(saved_positions),
         reserve_bytes=reserve_bytes,
+        writes_donated=writes_donated,
     )
     if device.type != "cuda":
         log_reason(function, CPU_GRAPH, graph=name, device=device)
