@@ -345,3 +345,37 @@ def test_a_depthwise_convolution_runs_channels_last_on_the_cpu(tmp_path: Path) -
         ours, theirs = compiled(x), model(x)
     assert ours.stride() == theirs.stride()
     torch.testing.assert_close(ours, theirs)
+
+
+class _ConvAttention(nn.Module):
+    """Two convolutions, then attention over their maps as MobileViT's layers compute it:
+    the softmax of a 4-D map (placed channels-last, saved for the backward) times another,
+    a matmul that broadcasts both and views them as a batch of matrices."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query = nn.Conv2d(3, 4, 3, padding=1)
+        self.value = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = torch.softmax(self.query(x) * 0.5, dim=-1)  # (batch, 4 heads, 6, 6)
+        return (scores @ self.value(x)).square().mean()
+
+
+def test_a_saved_map_viewed_in_the_backward_reads_eager_order() -> None:
+    """The backward reads the saved softmax (channels-last, the forward's choice) through a
+    broadcast then a view into the batch of a matmul: a view of the restrided input takes its
+    strides from a spec that still says NCHW, so it must read a clone (it read the map in the
+    wrong order: gradients off by percents, MobileViT's on the CPU)."""
+    torch.manual_seed(0)
+    model, twin = _ConvAttention(), _ConvAttention()
+    twin.load_state_dict(model.state_dict())
+    compiled = ember.compile(twin, backend=FORCED)
+    x = torch.randn(2, 3, 6, 6)
+    ours, theirs = compiled(x), model(x)
+    torch.testing.assert_close(ours, theirs)
+    ours.backward()
+    theirs.backward()
+    for a, b in zip(twin.parameters(), model.parameters()):
+        assert a.grad is not None and b.grad is not None
+        torch.testing.assert_close(a.grad, b.grad)
