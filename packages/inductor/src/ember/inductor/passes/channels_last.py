@@ -53,6 +53,9 @@ LAYOUT_FREE_VIEWS = frozenset(
         "prims::clone",
     }
 )
+# The layout-free views whose result is its argument's memory seen otherwise (`pad`, `flip`
+# and `clone` make values of their own, in their own specs' strides when realized).
+MEMORY_VIEWS = LAYOUT_FREE_VIEWS - {"prims::pad", "prims::flip", "prims::clone"}
 # Producers whose 4-D results take channels-last strides.
 PLACED_FAMILIES = ("elementwise", "reductions")
 
@@ -221,7 +224,7 @@ def channels_last(
         kwargs = {key: redirect(arg, key) for key, arg in node.kwargs.items()}
         outputs = [_respec(output, placed) for output in node.outputs]
         nodes.append(dataclasses.replace(node, args=args, kwargs=dict(kwargs), outputs=outputs))
-        if node.target in LAYOUT_FREE_VIEWS and node.target != "prims::clone":
+        if node.target in MEMORY_VIEWS:
             # a view of a restrided value is memory in the value's new strides, which its
             # own spec does not say: a reader that takes strides from the spec (`prims::view`
             # into a matmul's batch) reads it through a clone too (MobileViT's attention
