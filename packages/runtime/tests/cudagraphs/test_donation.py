@@ -54,14 +54,19 @@ def _step(forward: Any, backward: Any, weight: torch.Tensor, x: torch.Tensor,
     return out, grad
 
 
-def test_backward_recording_takes_the_memory_of_saved_values(fake: FakeRecorder) -> None:
-    forward, backward = _pair()
+def _train(forward: Any, backward: Any, steps: int) -> None:
+    """`steps` training steps through the pair, each checked against eager's values."""
     weight = torch.randn(3, 3)
-    for i in range(4):
+    for i in range(steps):
         x = torch.randn(3, 3) + i
         out, grad = _step(forward, backward, weight, x)
         torch.testing.assert_close(out, (x * weight).sum(0))
         torch.testing.assert_close(grad, weight.expand(3, 3))
+
+
+def test_backward_recording_takes_the_memory_of_saved_values(fake: FakeRecorder) -> None:
+    forward, backward = _pair()
+    _train(forward, backward, steps=4)
     tree = tree_for(CUDA)
     (root,) = tree.roots[forward.function.id]
     (child,) = root.children[backward.function.id]
@@ -88,12 +93,7 @@ def test_a_backward_that_writes_donated_values_gets_them_alone(
     memory: a view would keep the donor's owning tensor alive, a second user of the storage,
     and the check would refuse the memory. Other backwards get the view, as before."""
     forward, backward = _pair(writes_donated=writes_donated)
-    weight = torch.randn(3, 3)
-    for i in range(3):
-        x = torch.randn(3, 3) + i
-        out, grad = _step(forward, backward, weight, x)
-        torch.testing.assert_close(out, (x * weight).sum(0))
-        torch.testing.assert_close(grad, weight.expand(3, 3))
+    _train(forward, backward, steps=3)  # warm-up, recording, replay
     donated = fake.recordings[-1].args[0]
     assert donated._is_view() is not writes_donated
     assert (donated._base is None) is writes_donated
