@@ -90,10 +90,19 @@ def main(argv: list[str] | None = None) -> int:
 
     for _ in range(5):
         step()
+    # the C tensor guards build in the background on a machine's first run (30-90 s): a
+    # profile taken before they are in use shows the Python check (session 18's ResNet-50
+    # profile did: `check_inputs` at line 2783, 0.37 ms a step)
+    from ember.capture.guards.native import NATIVE
+
+    guards_in_c = NATIVE.wait(300) is not None
+    for _ in range(3):
+        step()  # the checks switch to C on their next call
     wall = _wall_ms(step, args.steps)
     gpu = _gpu_ms(step, 5)
     print(
         f"{args.model} {args.mode}: wall {wall:.3f} ms, GPU {gpu:.3f} ms, wall/GPU {wall / gpu:.2f}"
+        f", guards in C: {'yes' if guards_in_c else 'NO (' + str(NATIVE.reason) + ')'}"
     )
     profiler = cProfile.Profile()
     torch.cuda.synchronize()
