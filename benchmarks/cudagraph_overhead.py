@@ -63,12 +63,15 @@ if not torch.cuda.is_available() and ("host" in sys.argv or "tree" in sys.argv):
     DEVICE = torch.device("cpu")
 
 
-def _ember_compile(module: torch.nn.Module, mode: str | None = None) -> Any:
-    """ember.compile with ember-inductor passed by object (no installed entry point needed)."""
+def _ember_compile(
+    module: torch.nn.Module, mode: str | None = None, options: dict[str, Any] | None = None
+) -> Any:
+    """ember.compile with ember-inductor passed by object (no installed entry point needed);
+    `options` set InductorConfig fields (a setting measured beside the default)."""
     import ember
     from ember.inductor.backend import inductor
 
-    return ember.compile(module, backend=inductor, mode=mode)
+    return ember.compile(module, backend=inductor, mode=mode, options=options)
 
 
 def _gpt2_inference() -> tuple[torch.nn.Module, torch.Tensor]:
