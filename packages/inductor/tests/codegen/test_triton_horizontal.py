@@ -141,3 +141,22 @@ def test_horizontal_kernels_compile_to_ptx_without_a_gpu(build_for_sm90: Any) ->
         assert kernels, name
         for kernel in kernels:
             assert all(".target sm_90" in ptx for ptx in kernel["ptx"]), name
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_horizontal_launches_on_the_gpu_equal_separate_launches(name: str, tmp_path: Path) -> None:
+    fn, make_inputs = CASES[name]
+    on_gpu = lambda: tuple(t.cuda() for t in make_inputs())  # noqa: E731
+    graph = prims.trace(fn, *on_gpu())
+    results = []
+    for horizontal in (False, True):
+        inputs = on_gpu()
+        compiled = compile_graph(
+            graph, inputs, config=_config(horizontal), cache=ArtifactCache(tmp_path)
+        )
+        outputs = compiled(*inputs)
+        results.append((outputs if isinstance(outputs, tuple) else (outputs,), inputs))
+    (separate, separate_inputs), (together, together_inputs) = results
+    assert all(torch.equal(a, b) for a, b in zip(separate, together))
+    assert all(torch.equal(a, b) for a, b in zip(separate_inputs, together_inputs))
