@@ -116,10 +116,11 @@ def launch_horizontally(
 
 
 def _movable(items: Sequence[ScheduledNode], to: int, position: int) -> bool:
-    """Whether the kernel at `position` can run at `to` (earlier): nothing between writes
-    what it reads or writes, or reads what it writes."""
+    """Whether the kernel at `position` can run at `to` (earlier, beside the kernel there):
+    nothing from `to` on writes what it reads or writes, or reads what it writes (parts of
+    one launch run in no order)."""
     reads, writes = _touches(items[position])
-    for item in items[to + 1 : position]:
+    for item in items[to:position]:
         item_reads, item_writes = _touches(item)
         if item_writes & (reads | writes) or item_reads & writes:
             return False
