@@ -147,7 +147,7 @@ class _MatmulOperand(TorchDispatchMode):
 
 def _as_backward(fn: Any, wider: bool = True) -> Any:
     """`fn` compiled as a training backward is: its inputs donated (saved values), written
-    over only under `wider_in_place` (off by default)."""
+    over only under `wider_in_place` (on by default)."""
     graph = trace(fn, *_inputs())
     graph.meta["saved_inputs"] = "1"
     config = dataclasses.replace(load(InductorConfig), wider_in_place=wider)

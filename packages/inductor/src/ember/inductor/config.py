@@ -96,12 +96,12 @@ class InductorConfig:
         cache_key=True,
     )
     wider_in_place: bool = setting(
-        False,
+        True,
         env="EMBER_INDUCTOR_WIDER_IN_PLACE",
         help="Also write a kernel's result over a training backward's saved value it reads for "
         "the last time (when the call holds it alone, checked at run time) and, in a kernel with "
-        "reductions, a plain store over a buffer only it reads. Off until measured on the GPU "
-        "beside eager and torch.compile and through the broad model suite.",
+        "reductions, a plain store over a buffer only it reads; off: only pure pointwise "
+        "kernels write in place, never over a graph input.",
         cache_key=True,
     )
     pad_matmuls: bool = setting(

@@ -38,12 +38,13 @@ class RuntimeConfig:
     )
 
     cudagraph_reserve_block: bool = setting(
-        False,
+        True,
         env="EMBER_CUDAGRAPH_RESERVE_BLOCK",
         help="mode='reduce-overhead': warm-ups before the first recording run in the graph "
         "pool (as torch's trees do), and a step's first graph (a forward), warmed up or "
         "recorded, first reserves there one block of its buffers' planned peak (those below "
-        "128 MB), so they share a segment and merge when freed. Off until measured on the GPU.",
+        "128 MB), so they share a segment and merge when freed; off: each buffer takes its "
+        "own segment as the allocator finds one.",
         cache_key=False,
     )
 

@@ -19,7 +19,7 @@ The scheduled program is walked in order with each storage's last use:
   being stored (same flat index, no indirect index): each element is loaded for the value
   that overwrites it, by the same thread, so no compiler can order the store first. Graph
   inputs are never written (the caller still holds them).
-- **Donated inputs** (inductor's `wider_in_place`, off by default). A graph input in `donated` (a training backward's saved values and
+- **Donated inputs** (inductor's `wider_in_place`, on by default). A graph input in `donated` (a training backward's saved values and
   tangents, whose caller hands the wrapper its only references) may be such a buffer too, but
   only if the call holds its only reference: the allocation is `checked`, and the wrapper
   tests at run time that no one else holds the tensor or its storage (a caller that kept it,
@@ -104,7 +104,7 @@ def plan_memory(
     `reuse=False` allocates every buffer fresh (releases are the same). `donated`: input
     storages whose memory a buffer may take when the call holds their only reference;
     `mixed_kernels`: kernels with reductions may write in place too (both are inductor's
-    `wider_in_place`, off until measured on the GPU)."""
+    `wider_in_place`, on by default)."""
     plan = MemoryPlan()
     inputs = set(program.input_storages)
     local: set[str] = set()
