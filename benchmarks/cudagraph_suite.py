@@ -86,6 +86,7 @@ def _compiler(name: str) -> Callable[[torch.nn.Module], Any]:
         "ember": _ember_compile,
         "ember reduce-overhead": lambda m: _ember_compile(m, mode="reduce-overhead"),
         # settings off by default, measured beside ember's default (`--variants`)
+        "ember horizontal": lambda m: _ember_compile(m, options={"horizontal_launches": True}),
         "ember conv-templates": lambda m: _ember_compile(m, options={"conv_templates": True}),
     }[name]
 

@@ -2,7 +2,8 @@
 
     bind_symbols → decompose → pad_matmuls → float32_matmuls
     → eliminate_common_subexpressions → eliminate_dead_code → lower → schedule
-    → mixed_order_reductions → gemm_templates (max-autotune; convolutions: conv_templates) → check_bounds → generate
+    → mixed_order_reductions → gemm_templates (max-autotune; convolutions: conv_templates)
+    → horizontal_launches (off by default) → check_bounds → generate
     → plan_memory → load
 
 The pass names are the names used in logs. A compiled graph (wrapper and module source) is
@@ -29,6 +30,7 @@ import torch
 from ember.inductor.codegen.backend import (
     CHANNELS_LAST_CONVOLUTIONS,
     CHANNELS_LAST_DEPTHWISE,
+    HORIZONTAL_LAUNCHES,
     MIXED_ORDER_REDUCTIONS,
     ONE_REDUCTION_DIRECTION,
     CodegenBackend,
@@ -60,6 +62,7 @@ from ember.inductor.passes.dead_code import eliminate_dead_code
 from ember.inductor.passes.float32_matmuls import float32_matmuls
 from ember.inductor.passes.pad_matmuls import pad_matmuls
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode, schedule
+from ember.inductor.scheduler.horizontal import launch_horizontally
 from ember.inductor.scheduler.memory_planning import plan_memory
 from ember.inductor.scheduler.mixed_order_reductions import combine_mixed_order_reductions
 from ember.inductor.templates.gemm import use_gemm_templates
@@ -220,6 +223,16 @@ def generate(
         scheduled = timed(
             "gemm_templates", use_gemm_templates, program, scheduled, config.gemm_templates
         )
+    part = getattr(backend, "horizontal_part", None)  # HORIZONTAL_LAUNCHES's question
+    if config.fusion and config.horizontal_launches and part is not None:
+        if HORIZONTAL_LAUNCHES in backend.capabilities:
+            scheduled = timed(
+                "horizontal_launches",
+                launch_horizontally,
+                program,
+                scheduled,
+                lambda kernel: part(kernel, program),
+            )
     if config.check_bounds:
         timed("check_bounds", check_bounds, scheduled, program)
     sources: dict[str, KernelSource] = timed("generate", _generate, scheduled, program, backend)

@@ -60,6 +60,10 @@ ONE_REDUCTION_DIRECTION = "one_reduction_direction"
 # The backend generates `MixedOrderKernel`s: a row reduction whose programs loop over blocks
 # of rows and also sum their columns (scheduler/mixed_order_reductions.py).
 MIXED_ORDER_REDUCTIONS = "mixed_order_reductions"
+# The backend runs `HorizontalKernel`s (scheduler/horizontal.py): pointwise kernels that
+# read only the Graph's inputs, each a part of one launch; it says which kernels can be parts
+# with `horizontal_part(kernel, program)`.
+HORIZONTAL_LAUNCHES = "horizontal_launches"
 
 
 class CodegenBackend(Protocol):

@@ -16,6 +16,7 @@ from ember.inductor.ir.bounds import OutOfBounds, accesses, out_of_bounds, stora
 from ember.inductor.ir.indexing import Expr, index_var
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel, ScheduledNode
+from ember.inductor.scheduler.horizontal import HorizontalKernel
 
 
 def kernel_violations(
@@ -55,7 +56,9 @@ def check_bounds(scheduled: Sequence[ScheduledNode], program: Program) -> None:
     for item in scheduled:
         if not isinstance(item, Kernel):
             continue
-        violations = kernel_violations(item, program, extents)
+        # a horizontal launch's parts run over loops of their own
+        parts = item.parts if isinstance(item, HorizontalKernel) else [item]
+        violations = [v for part in parts for v in kernel_violations(part, program, extents)]
         if not violations:
             continue
         lines = dict.fromkeys(line for m in item.members for line in m.node.sources)

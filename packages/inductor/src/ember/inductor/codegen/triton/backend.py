@@ -21,6 +21,7 @@ import torch
 
 from ember.inductor.codegen.backend import (
     CHANNELS_LAST_CONVOLUTIONS,
+    HORIZONTAL_LAUNCHES,
     MIXED_ORDER_REDUCTIONS,
     KernelSource,
 )
@@ -30,6 +31,7 @@ from ember.inductor.codegen.triton.cubins import (
     index_key,
     store_cubins,
 )
+from ember.inductor.codegen.triton.horizontal import can_be_part, generate_horizontal
 from ember.inductor.codegen.triton.kernel import TritonKernelWriter
 from ember.inductor.codegen.triton.kernel_files import kernel_files
 from ember.inductor.codegen.triton.mixed_order import MixedOrderWriter
@@ -37,6 +39,7 @@ from ember.inductor.codegen.triton.ops import PRELUDE, TRITON_TYPES
 from ember.inductor.codegen.triton.transposed_tiles import TransposedTileWriter, transposed_tiles
 from ember.inductor.ir.program import Program
 from ember.inductor.scheduler.fusion import Kernel
+from ember.inductor.scheduler.horizontal import HorizontalKernel
 from ember.inductor.scheduler.mixed_order_reductions import MixedOrderKernel
 from ember.inductor.templates.gemm import GemmKernel
 from ember.inductor.templates.gemm_writer import generate_gemm
@@ -49,7 +52,13 @@ class TritonBackend:
     """Generates Triton for CUDA tensors; one module per graph."""
 
     capabilities = frozenset(
-        {"cuda", "gemm_templates", CHANNELS_LAST_CONVOLUTIONS, MIXED_ORDER_REDUCTIONS}
+        {
+            "cuda",
+            "gemm_templates",
+            CHANNELS_LAST_CONVOLUTIONS,
+            MIXED_ORDER_REDUCTIONS,
+            HORIZONTAL_LAUNCHES,
+        }
     )
     dtypes = frozenset(TRITON_TYPES)
     # what tl.atomic_add takes (scatter_add of other dtypes falls back)
@@ -72,6 +81,8 @@ class TritonBackend:
         self.cached_cubins = cached_cubins  # a warm start launches cubins without Triton
 
     def generate(self, kernel: Kernel, program: Program) -> KernelSource:
+        if isinstance(kernel, HorizontalKernel):
+            return generate_horizontal(kernel, program)
         if isinstance(kernel, GemmKernel):
             return generate_gemm(kernel, program)
         if isinstance(kernel, MixedOrderKernel):
@@ -80,6 +91,11 @@ class TritonBackend:
         if tiles is not None:  # loads and stores contiguous along different loops
             return TransposedTileWriter(kernel, program, tiles).generate()
         return TritonKernelWriter(kernel, program).generate()
+
+    def horizontal_part(self, kernel: Kernel, program: Program) -> bool:
+        """Whether `kernel` (a pointwise kernel reading only inputs) can run as a part of a
+        horizontal launch (`HORIZONTAL_LAUNCHES`)."""
+        return can_be_part(kernel, program)
 
     def module(self, kernels: Sequence[KernelSource]) -> str:
         table = {k.name: k.launch for k in kernels}

@@ -78,9 +78,15 @@ class TritonKernelWriter(ValueScopes):
     """Builds the source of one Triton kernel and its launch metadata."""
 
     def __init__(
-        self, kernel: Kernel, program: Program, special: Specialization | None = None
+        self,
+        kernel: Kernel,
+        program: Program,
+        special: Specialization | None = None,
+        first_block: str | None = None,
     ) -> None:
         super().__init__()
+        # a horizontal launch's part: its blocks start at program `first_block`
+        self.first_block = first_block
         # a body specialized on its sizes' run-time values (`size_variants`), or the general one
         self.special = special
         self.kernel = kernel
@@ -432,6 +438,8 @@ class TritonKernelWriter(ValueScopes):
         self.depth = 1
         self.line(f"xnumel = {self.index(self.xnumel)}")
         program_id = "tl.program_id(0).to(tl.int64)" if self.wide else "tl.program_id(0)"
+        if self.first_block is not None:
+            program_id = f"({program_id} - ({self.first_block}))"
         self.line(f"xoffset = {program_id} * XBLOCK")
         lanes = "tl.arange(0, XBLOCK)[:, None]" if self.reduces else "tl.arange(0, XBLOCK)"
         self.line(f"xindex = xoffset + {lanes}")
