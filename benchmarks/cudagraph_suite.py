@@ -445,6 +445,8 @@ def run_suite(arguments: argparse.Namespace) -> dict[str, Any]:
     # training compiles longest: default mode in one process, reduce-overhead in one per
     # compiler (each with eager's reference), compiling side by side: at 05:30 ember's
     # training rows waited behind torch.compile's 30-100 s warm-ups and missed the deadline
+    # the default part alone: one process per variant (session 20: a variant measured after
+    # others in one process ran 5-40% slower, whichever it was)
     one = arguments.variants or ""
     cases = [
         (model, mode, part, variants)
@@ -453,6 +455,7 @@ def run_suite(arguments: argparse.Namespace) -> dict[str, Any]:
         for part in ([",".join(parts)] if mode == "inference" else parts)
         for variants in (
             ["ember", "torch"] if mode == "training" and part == "reduce-overhead" and not one
+            else (one or "ember,torch").split(",") if part == "default"
             else [one]
         )
     ]  # fmt: skip
