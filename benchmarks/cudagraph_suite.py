@@ -85,7 +85,9 @@ def _compiler(name: str) -> Callable[[torch.nn.Module], Any]:
         "torch.compile reduce-overhead": lambda m: torch.compile(m, mode="reduce-overhead"),
         "ember": _ember_compile,
         "ember reduce-overhead": lambda m: _ember_compile(m, mode="reduce-overhead"),
-        # settings off by default, measured beside ember's default (`--variants`)
+        # settings measured beside ember's default (`--variants`): horizontal launches off
+        # (on by default since session 20), convolution templates on (off by default)
+        "ember separate": lambda m: _ember_compile(m, options={"horizontal_launches": False}),
         "ember horizontal": lambda m: _ember_compile(m, options={"horizontal_launches": True}),
         "ember conv-templates": lambda m: _ember_compile(m, options={"conv_templates": True}),
     }[name]

@@ -44,6 +44,14 @@ class MeasurementLock:
         """Lets other workers' holds pause this process (and its process group)."""
         self.registry.mkdir(parents=True, exist_ok=True)
         (self.registry / str(os.getpid())).touch()
+        # a hold that began before this process registered did not pause it: wait for that
+        # hold to end before doing any work (session 20: workers started mid-measurement
+        # compiled beside it, and host-bound wall times varied by up to 60% between runs)
+        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH)
+        finally:
+            os.close(descriptor)  # closing drops the shared lock
 
     def _signal_others(self, which: signal.Signals) -> int:
         """Sends `which` to every other registered worker's process group; how many got it."""

@@ -160,3 +160,26 @@ def test_a_hold_pauses_the_other_workers(tmp_path: Path) -> None:
     # holder itself was not paused
     assert 0.5 < paused_between(path, begin - 1, end + 1, os.getpid()) < 1.5
     assert result["paused"] == 0.0
+
+
+LATE = """
+import sys, time
+from pathlib import Path
+from benchmarks.device_lock import MeasurementLock
+lock = MeasurementLock(Path(sys.argv[1]), pause_others=True)
+lock.register()
+print(time.monotonic(), flush=True)
+"""
+
+
+def test_a_worker_registering_during_a_hold_waits_for_it_to_end(tmp_path: Path) -> None:
+    """A hold pauses only the workers registered when it began: one started during it (the
+    runner starts workers as others end) must not run beside the measurement."""
+    path = tmp_path / "lock"
+    holder = MeasurementLock(path, pause_others=True)
+    with holder.hold():
+        late = _python(LATE, str(path))
+        time.sleep(1.0)
+        released = time.monotonic()
+    started = float(late.communicate(timeout=60)[0])
+    assert started >= released

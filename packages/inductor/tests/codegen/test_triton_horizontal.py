@@ -1,4 +1,4 @@
-"""Horizontal launches (`horizontal_launches`, off by default): the pointwise kernels that read
+"""Horizontal launches (`horizontal_launches`, on by default): the pointwise kernels that read
 only a graph's inputs (casts of weights and biases) run as parts of one Triton launch,
 each part on programs of its own; values equal eager's under Triton's interpreter, inputs
 mutated before a cast are cast after the mutation, groups close at their byte budget, and

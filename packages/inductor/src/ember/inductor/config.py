@@ -61,12 +61,12 @@ class InductorConfig:
         cache_key=True,
     )
     horizontal_launches: bool = setting(
-        False,
+        True,
         env="EMBER_INDUCTOR_HORIZONTAL_LAUNCHES",
         help="Launch the pointwise kernels that read only a graph's inputs (autocast's casts "
         "of weights and biases: over half of a transformer's inference launches) as a few "
         "launches, each part on programs of its own, grouped within about a layer "
-        "(scheduler/horizontal.py). Off until measured on the GPU (issue 16's default mode).",
+        "(scheduler/horizontal.py); off: one launch per kernel.",
         cache_key=True,
     )
     autotune_reductions: bool = setting(
