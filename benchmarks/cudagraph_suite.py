@@ -38,6 +38,7 @@ from benchmarks.cudagraph_overhead import (
 
 SUITE_MODELS = ("hf_resnet", "hf_vit", "hf_gpt2", "hf_bert", "hf_llama")
 SUITE_PARTS = ("default", "reduce-overhead")
+WALL_SAMPLES = 5  # default mode: wall samples per row, each pinned anew (`_pin_to_fastest_cpu`)
 MODES = ("inference", "training")
 
 
@@ -70,20 +71,22 @@ def _host_speed() -> dict[str, Any]:
     }
 
 
-def _pin_to_fastest_cpu() -> dict[str, Any]:
+def _pin_to_fastest_cpu(allowed: set[int] | None = None) -> dict[str, Any]:
     """Pins this process to the CPU where a host-only ATen call (`as_strided`) runs fastest
     now, and returns what each CPU measured. On the device machine (a 16-vCPU VM, one NUMA
     node) a quiet process's host ops run at one of two speeds, 1.3-1.5 or 2.6-3.0 us an
     `as_strided`, by vCPU and changing over seconds (session 20: processes pinned to vCPUs
     0, 10, 14 slow, to 2-8 and 12 fast, in one sequence): a host-bound wall measured on a slow
-    vCPU is up to 2x longer. The caller restores `previous` afterwards."""
+    vCPU is up to 2x longer. `allowed`: the CPUs to try (default: those this process may run
+    on now). The caller restores its affinity afterwards (`previous`: what it was)."""
     if not hasattr(os, "sched_setaffinity"):
         return {}
     previous = os.sched_getaffinity(0)
+    allowed = allowed or previous
     base = torch.empty(1 << 10, device=overhead.DEVICE)
     as_strided = torch.as_strided
     speeds = {}
-    for cpu in sorted(previous):
+    for cpu in sorted(allowed):
         os.sched_setaffinity(0, {cpu})
         speeds[cpu] = round(_median_us(lambda: as_strided(base, (32, 32), (32, 1), 0), 1000, 5), 2)
     fastest = min(speeds, key=speeds.__getitem__)
@@ -250,15 +253,22 @@ def run_default_case(model: str, size: str, mode: str, compiler: str, hold: Any)
     _reset_peak()
     with hold():
         _sync()
-        pinning = _pin_to_fastest_cpu()
+        # several samples of 20 back-to-back steps, each on the vCPU fastest just before it
+        # (a vCPU can slow down within seconds): the row's wall is their median
+        walls, probes = [], []
+        allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        for _ in range(WALL_SAMPLES):
+            probes.append(_pin_to_fastest_cpu(allowed).get("cpu_us"))
+            steps = 20
+            begin = time.perf_counter()
+            for _ in range(steps):
+                step()
+            _sync()
+            walls.append((time.perf_counter() - begin) / steps * 1e3)
+        row["wall_ms"] = statistics.median(walls)
+        row["wall_samples_ms"] = [round(wall, 3) for wall in walls]
         row["host_speed"] = _host_speed()
-        row["host_speed"]["cpus_us"] = pinning.get("cpu_us")
-        steps = 20
-        begin = time.perf_counter()
-        for _ in range(steps):
-            step()
-        _sync()
-        row["wall_ms"] = (time.perf_counter() - begin) / steps * 1e3
+        row["host_speed"]["cpus_us"] = probes
         samples = []
         for _ in range(7):
             begin = time.perf_counter()
@@ -269,8 +279,8 @@ def run_default_case(model: str, size: str, mode: str, compiler: str, hold: Any)
         row.update(_device_profile(step, 3))
         if compiler.startswith("ember"):
             row["host_profile"] = _host_profile(step, 3)
-        if pinning:
-            os.sched_setaffinity(0, pinning["previous"])
+        if allowed:
+            os.sched_setaffinity(0, allowed)
     row["peak_mb"] = (_peak() - base) / 2**20
     if row["gpu_kernel_ms"]:
         row["wall_over_gpu"] = row["wall_ms"] / row["gpu_kernel_ms"]
