@@ -38,7 +38,7 @@ from benchmarks.cudagraph_overhead import (
 
 SUITE_MODELS = ("hf_resnet", "hf_vit", "hf_gpt2", "hf_bert", "hf_llama")
 SUITE_PARTS = ("default", "reduce-overhead")
-WALL_SAMPLES = 5  # default mode: wall samples per row, each pinned anew (`_pin_to_fastest_cpu`)
+WALL_SAMPLES = 11  # default mode: wall samples per row, each pinned anew (`_pin_to_fastest_cpu`)
 MODES = ("inference", "training")
 
 
@@ -110,10 +110,15 @@ def _compiler(name: str) -> Callable[[torch.nn.Module], Any]:
         "ember": _ember_compile,
         "ember reduce-overhead": lambda m: _ember_compile(m, mode="reduce-overhead"),
         # settings measured beside ember's default (`--variants`): horizontal launches off
-        # (on by default since session 20), convolution templates on (off by default)
+        # (on by default since session 20), convolution templates on (off by default), 1x1
+        # convolutions kept cuDNN calls
         "ember separate": lambda m: _ember_compile(m, options={"horizontal_launches": False}),
         "ember horizontal": lambda m: _ember_compile(m, options={"horizontal_launches": True}),
         "ember conv-templates": lambda m: _ember_compile(m, options={"conv_templates": True}),
+        # 1x1 convolutions as cuDNN calls (matrix multiplies by default since session 21)
+        "ember cudnn": lambda m: _ember_compile(
+            m, options={"pointwise_convolutions_as_matmuls": False}
+        ),
     }[name]
 
 

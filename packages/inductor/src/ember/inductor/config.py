@@ -129,6 +129,15 @@ class InductorConfig:
         "of peak memory on the H100).",
         cache_key=True,
     )
+    pointwise_convolutions_as_matmuls: bool = setting(
+        True,
+        env="EMBER_INDUCTOR_POINTWISE_CONVOLUTIONS_AS_MATMULS",
+        help="Run a 16-bit 1x1 convolution of stride 1 whose maps are channels-last (and its "
+        "input and weight gradients) as matrix multiplies over the maps' rows: the same "
+        "products through `torch.mm`, a few us of host time where a cuDNN call costs 20-60 "
+        "(lowering/pointwise_convolutions.py); off keeps every convolution a cuDNN call.",
+        cache_key=True,
+    )
     layout_optimization: Literal["auto", "channels_last", "off"] = setting(
         "auto",
         env="EMBER_INDUCTOR_LAYOUT_OPTIMIZATION",

@@ -48,6 +48,7 @@ from ember.inductor.lowering import (  # noqa: F401
     extern,
     indexing,
     pointwise,
+    pointwise_convolutions,
     random,
     reductions,
     scatter,
@@ -209,6 +210,7 @@ def generate(
         output_specs,
         getattr(backend, "split_reductions", False),
         getattr(backend, "welford_reductions", False),
+        config.pointwise_convolutions_as_matmuls,
     )
     program.size_ranges = _size_ranges(graph)
     scheduled: list[ScheduledNode] = timed("schedule", _schedule, program, config, backend)

@@ -54,5 +54,9 @@ def _extern(target: str) -> None:
         return ctx.extern(target, args, kwargs, is_fallback=False, exact=exact)
 
 
+# Convolutions lower in `pointwise_convolutions.py`: a 1x1 one may run as matrix multiplies.
+LOWERED_ELSEWHERE = ("aten::convolution.default", "aten::convolution_backward.default")
+
 for _target in EXTERN_OPS:
-    _extern(_target)
+    if _target not in LOWERED_ELSEWHERE:
+        _extern(_target)

@@ -89,6 +89,9 @@ class LoweringContext:
     split_reductions: bool = False
     # variances as welford_m2 reductions (code generators that have it: Triton)
     welford_reductions: bool = False
+    # 16-bit 1x1 convolutions over channels-last maps as matrix multiplies
+    # (`pointwise_convolutions.py`)
+    pointwise_convolutions: bool = False
     # where the kernels run: the first non-CPU device of the Graph's tensors, else the CPU
     compute_device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
@@ -501,6 +504,38 @@ class LoweringContext:
         )
         return results
 
+    def operand(self, value: TensorValue, position: int) -> StorageView:
+        """The current node's tensor argument at `position` in memory, as `extern` would pass
+        it: a lazy value computed in the layout the Graph declares for it when that is dense."""
+        if isinstance(value, StorageView):
+            return value
+        node = self.node
+        assert node is not None
+        return self._realize_argument(value, self._declared_layout(node, position, value), False)
+
+    def product(self, target: str, args: Sequence[Any], result: Layout) -> StorageView:
+        """A call of `target` (a matrix multiply) on views of storages (`TensorArg`s) and
+        literals, whose one result is a fresh tensor the op returns in `result`'s (contiguous)
+        layout; the current node's output is whatever view of it the caller makes."""
+        reads = {arg.storage for arg in args if isinstance(arg, TensorArg)}
+        name = self.fresh("buf")
+        self.program.storages[name] = Storage(name, result.dtype, None, declared=result)
+        node = self.node
+        self.program.nodes.append(
+            ExternNode(
+                name=self.fresh("extern"),
+                target=target,
+                args=list(args),
+                kwargs={},
+                outputs=[name],
+                reads_from=reads,
+                writes_to=set(),
+                origins=(self.origin(),),
+                source=node.source.short() if node is not None and node.source else "",
+            )
+        )
+        return StorageView(name, result)
+
     def _declared_layout(self, node: Node, position: int | str | None, value: Any) -> Layout | None:
         """The layout the Graph declares for an extern op's tensor argument (eager's strides),
         when it describes `value`: a weight cast then transposed for a matmul stays row-major
@@ -654,6 +689,7 @@ def lower_graph(
     output_specs: Sequence[TensorSpec | None] | None = None,
     split_reductions: bool = False,
     welford_reductions: bool = False,
+    pointwise_convolutions: bool = False,
 ) -> Program:
     """The Program computing `graph`; lowers again when a viewed lazy value is written.
     Ops reading or producing a dtype outside `dtypes` (what the code generator computes in)
@@ -663,7 +699,8 @@ def lower_graph(
     contiguous tensors where eager kept an input's strides. Later Graphs (a backward reading
     what its forward saved) are compiled against those strides. `split_reductions`: see
     `split_reduction` (for GPUs). `welford_reductions`: variances as one-pass welford_m2
-    reductions (`lowering/reductions.py: var`), for code generators that have them."""
+    reductions (`lowering/reductions.py: var`), for code generators that have them.
+    `pointwise_convolutions`: see `lowering/pointwise_convolutions.py`."""
     force: set[str] = set()
     while True:
         try:
@@ -675,6 +712,7 @@ def lower_graph(
                 output_specs,
                 split_reductions,
                 welford_reductions,
+                pointwise_convolutions,
             )
         except _Restart as restart:
             if restart.name in force:
@@ -690,6 +728,7 @@ def _lower(
     output_specs: Sequence[TensorSpec | None] | None,
     split_reductions: bool,
     welford_reductions: bool,
+    pointwise_convolutions: bool,
 ) -> Program:
     ctx = LoweringContext(
         graph,
@@ -698,6 +737,7 @@ def _lower(
         atomic_dtypes=atomic_dtypes,
         split_reductions=split_reductions,
         welford_reductions=welford_reductions,
+        pointwise_convolutions=pointwise_convolutions,
         compute_device=compute_device(graph),
     )
     program = ctx.program

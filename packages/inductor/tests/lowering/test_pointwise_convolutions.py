@@ -1,0 +1,191 @@
+"""1x1 convolutions as matrix multiplies (`lowering/pointwise_convolutions.py`): which
+convolutions become `mm`/`addmm` calls, and values and gradients equal eager's (bfloat16 on
+the CPU, channels-last forced)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+import re
+
+import pytest
+import torch
+from torch import nn
+
+import ember
+from ember import prims
+from ember.inductor.backend import inductor
+from ember.inductor.codegen.cpp.backend import CppBackend
+from ember.inductor.config import InductorConfig
+from ember.inductor.pipeline import DECOMPOSITIONS, generate
+from ember.prims.config import load
+from ember.prims.decompositions import decompose
+from ember.prims.logs import configure_logging
+
+FORCED = {"layout_optimization": "channels_last", "cache": False}
+
+
+class Bottleneck(nn.Module):
+    """A ResNet bottleneck's convolutions at odd sizes: a 3x3 stem, a 1x1 reduction without
+    bias, a 1x1 expansion with one, a residual add, then a strided 1x1 shortcut (which stays
+    a convolution: its pixels are not rows of one matrix)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 10, 3, padding=1, bias=False)
+        self.reduce = nn.Conv2d(10, 6, 1, bias=False)
+        self.expand = nn.Conv2d(6, 10, 1)
+        self.down = nn.Conv2d(10, 12, 1, stride=2, bias=False)
+        self.fc = nn.Linear(12, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.stem(x))
+        z = self.expand(torch.relu(self.reduce(y))) + y
+        return self.fc(self.down(torch.relu(z)).mean((2, 3)))
+
+
+def _twins(dtype: torch.dtype = torch.bfloat16) -> tuple[Bottleneck, Bottleneck]:
+    torch.manual_seed(0)
+    model, twin = Bottleneck().to(dtype), Bottleneck().to(dtype)
+    twin.load_state_dict(model.state_dict())
+    return model, twin
+
+
+def _calls(wrapper: str) -> list[str]:
+    return re.findall(r"ops\['aten::(\w+)\.default'\]", wrapper)
+
+
+def _generated(model: nn.Module, x: torch.Tensor, **options: object) -> str:
+    graph = decompose(prims.trace(model, x), DECOMPOSITIONS)
+    config = dataclasses.replace(load(InductorConfig), cache=False, **options)
+    return str(generate(graph, CppBackend(), config)["wrapper"])
+
+
+def test_unit_convolutions_become_matmuls_and_others_stay() -> None:
+    model, _ = _twins()
+    x = torch.randn(2, 3, 7, 5, dtype=torch.bfloat16)
+    calls = _calls(_generated(model.eval(), x, layout_optimization="channels_last"))
+    # the reduction (mm), the expansion with its bias (addmm) and the classifier (addmm);
+    # the 3x3 stem and the strided shortcut stay convolutions
+    assert sorted(calls) == ["addmm", "addmm", "convolution", "convolution", "mm"]
+    off = _generated(
+        model, x, layout_optimization="channels_last", pointwise_convolutions_as_matmuls=False
+    )
+    assert sorted(_calls(off)) == ["addmm", "convolution"] + ["convolution"] * 3
+    nchw = _generated(model, x, layout_optimization="off")  # pixels are not rows
+    assert _calls(nchw).count("convolution") == 4
+
+
+def test_float32_convolutions_stay_cudnn_calls() -> None:
+    # eager's float32 convolutions run in TF32 on the GPU, its matmuls do not
+    model, _ = _twins(torch.float32)
+    x = torch.randn(2, 3, 7, 5)
+    assert (
+        _calls(_generated(model, x, layout_optimization="channels_last")).count("convolution") == 4
+    )
+
+
+def test_inference_equals_eager() -> None:
+    model, twin = _twins()
+    compiled = ember.compile(twin.eval(), backend=functools.partial(inductor, options=FORCED))
+    with torch.no_grad():
+        for shape in ((2, 3, 7, 5), (2, 3, 7, 5), (1, 3, 4, 9)):
+            x = torch.randn(shape, dtype=torch.bfloat16)
+            ours, theirs = compiled(x), model.eval()(x)
+            torch.testing.assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("input_grad", [True, False])
+def test_gradients_equal_eager(input_grad: bool) -> None:
+    model, twin = _twins()
+    compiled = ember.compile(twin, backend=functools.partial(inductor, options=FORCED))
+    x = torch.randn(3, 3, 7, 5, dtype=torch.bfloat16, requires_grad=input_grad)
+    x_twin = x.detach().clone().requires_grad_(input_grad)
+    ours, theirs = compiled(x_twin), model(x)
+    torch.testing.assert_close(ours, theirs)
+    ours.float().square().sum().backward()
+    theirs.float().square().sum().backward()
+    if input_grad:
+        assert x.grad is not None and x_twin.grad is not None
+        torch.testing.assert_close(x_twin.grad, x.grad)
+    for (name, a), b in zip(twin.named_parameters(), model.parameters()):
+        assert a.grad is not None and b.grad is not None, name
+        assert a.grad.stride() == b.grad.stride(), name
+        torch.testing.assert_close(a.grad, b.grad, msg=name)
+
+
+class _Wrappers(logging.Handler):
+    """Collects the wrapper sources the `output_code` log topic shows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "\nwrapper\n" in text:
+            self.sources.append(text.split("\nwrapper\n", 1)[1])
+
+
+def test_backward_runs_unit_convolution_gradients_as_matmuls() -> None:
+    """The reduction's input and weight gradients are two `mm`s; the expansion (its bias
+    gradient asked for), the 3x3 stem and the strided shortcut stay `convolution_backward`."""
+    _, twin = _twins()
+    handler = _Wrappers()
+    logger = logging.getLogger("ember.inductor.output_code")
+    logger.addHandler(handler)
+    # capture applies EMBER_LOGS at its first compile in the process: that first, then the
+    # topic on for this compile only
+    ember.compile(lambda t: t + 1, backend="inductor")(torch.ones(2))
+    configure_logging("output_code")
+    try:
+        compiled = ember.compile(twin, backend=functools.partial(inductor, options=FORCED))
+        x = torch.randn(2, 3, 7, 5, dtype=torch.bfloat16, requires_grad=True)
+        compiled(x).float().sum().backward()
+    finally:
+        logger.removeHandler(handler)
+        configure_logging()
+    backward = [source for source in handler.sources if "convolution_backward" in source]
+    assert len(backward) == 1
+    calls = _calls(backward[0])
+    assert calls.count("convolution_backward") == 3
+    # the reduction's two gradients and the classifier's input and weight gradients
+    assert calls.count("mm") == 4
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
+    reason="needs a CUDA GPU (EMBER_TEST_DEVICE=cuda on the GPU machine)",
+)
+def test_autocast_training_on_the_gpu_equals_eager() -> None:
+    """ResNet's setting on the GPU: float32 parameters under bfloat16 autocast, the layout
+    chosen by the default `auto`; the unit convolutions run as cuBLAS products, whose
+    outputs and gradients match eager's cuDNN ones to bfloat16's precision."""
+    torch.manual_seed(0)
+    model, twin = Bottleneck().cuda(), Bottleneck().cuda()
+    twin.load_state_dict(model.state_dict())
+    handler = _Wrappers()
+    logger = logging.getLogger("ember.inductor.output_code")
+    logger.addHandler(handler)
+    ember.compile(lambda t: t + 1, backend="inductor")(torch.ones(2))
+    configure_logging("output_code")
+    try:
+        compiled = ember.compile(
+            twin, backend=functools.partial(inductor, options={"cache": False})
+        )
+        x = torch.randn(4, 3, 16, 12, device="cuda")
+        with torch.autocast("cuda", torch.bfloat16):
+            ours, theirs = compiled(x), model(x)
+        ours.float().square().sum().backward()
+        theirs.float().square().sum().backward()
+    finally:
+        logger.removeHandler(handler)
+        configure_logging()
+    assert any("ops['aten::mm.default']" in source for source in handler.sources)
+    torch.testing.assert_close(ours.float(), theirs.float(), rtol=2e-2, atol=2e-2)
+    for (name, a), b in zip(twin.named_parameters(), model.parameters()):
+        assert a.grad is not None and b.grad is not None, name
+        scale = b.grad.abs().max().item()
+        assert (a.grad - b.grad).abs().max().item() <= 2e-2 * scale + 1e-4, name
