@@ -159,33 +159,38 @@ def test_backward_runs_unit_convolution_gradients_as_matmuls() -> None:
     not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
     reason="needs a CUDA GPU (EMBER_TEST_DEVICE=cuda on the GPU machine)",
 )
-def test_autocast_training_on_the_gpu_equals_eager() -> None:
+def test_autocast_training_on_the_gpu_is_as_accurate_as_eager() -> None:
     """ResNet's setting on the GPU: float32 parameters under bfloat16 autocast, the layout
-    chosen by the default `auto`; the unit convolutions run as cuBLAS products, whose
-    outputs and gradients match eager's cuDNN ones to bfloat16's precision."""
+    chosen by the default `auto`. The unit convolutions run as cuBLAS products; the output's
+    and every gradient's error against a float64 run stays within twice eager's (cuDNN's)."""
     torch.manual_seed(0)
-    model, twin = Bottleneck().cuda(), Bottleneck().cuda()
+    model, twin, exact = Bottleneck().cuda(), Bottleneck().cuda(), Bottleneck().cuda().double()
     twin.load_state_dict(model.state_dict())
+    exact.load_state_dict(model.state_dict())
     handler = _Wrappers()
     logger = logging.getLogger("ember.inductor.output_code")
     logger.addHandler(handler)
     ember.compile(lambda t: t + 1, backend="inductor")(torch.ones(2))
     configure_logging("output_code")
     try:
-        compiled = ember.compile(
-            twin, backend=functools.partial(inductor, options={"cache": False})
-        )
+        backend = functools.partial(inductor, options={"cache": False})
+        compiled = ember.compile(twin, backend=backend)
         x = torch.randn(4, 3, 16, 12, device="cuda")
         with torch.autocast("cuda", torch.bfloat16):
             ours, theirs = compiled(x), model(x)
-        ours.float().square().sum().backward()
-        theirs.float().square().sum().backward()
+        reference = exact(x.double())
+        for out in (ours, theirs, reference):
+            out.double().square().sum().backward()
     finally:
         logger.removeHandler(handler)
         configure_logging()
     assert any("ops['aten::mm.default']" in source for source in handler.sources)
-    torch.testing.assert_close(ours.float(), theirs.float(), rtol=2e-2, atol=2e-2)
-    for (name, a), b in zip(twin.named_parameters(), model.parameters()):
-        assert a.grad is not None and b.grad is not None, name
-        scale = b.grad.abs().max().item()
-        assert (a.grad - b.grad).abs().max().item() <= 2e-2 * scale + 1e-4, name
+
+    def within(value: torch.Tensor, eager: torch.Tensor, exact_value: torch.Tensor) -> bool:
+        ours, theirs = ((v.double() - exact_value).abs().max().item() for v in (value, eager))
+        return ours <= 2 * theirs + 1e-3 * exact_value.abs().max().item()
+
+    assert within(ours, theirs, reference)
+    for (name, a), b, c in zip(twin.named_parameters(), model.parameters(), exact.parameters()):
+        assert a.grad is not None and b.grad is not None and c.grad is not None, name
+        assert within(a.grad, b.grad, c.grad), name
