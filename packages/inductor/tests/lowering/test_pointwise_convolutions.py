@@ -9,6 +9,7 @@ import functools
 import logging
 import os
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,11 +19,13 @@ import ember
 from ember import prims
 from ember.inductor.backend import inductor
 from ember.inductor.codegen.cpp.backend import CppBackend
+from ember.inductor.codegen.triton import TritonBackend
 from ember.inductor.config import InductorConfig
-from ember.inductor.pipeline import DECOMPOSITIONS, generate
+from ember.inductor.pipeline import DECOMPOSITIONS, compile_graph, generate
 from ember.prims.config import load
 from ember.prims.decompositions import decompose
 from ember.prims.logs import configure_logging
+from ember.runtime import ArtifactCache
 
 FORCED = {"layout_optimization": "channels_last", "cache": False}
 
@@ -114,6 +117,32 @@ def test_gradients_equal_eager(input_grad: bool) -> None:
         assert a.grad is not None and b.grad is not None, name
         assert a.grad.stride() == b.grad.stride(), name
         torch.testing.assert_close(a.grad, b.grad, msg=name)
+
+
+def test_products_become_gemm_templates_with_their_epilogues(tmp_path: Path) -> None:
+    """Under `gemm_templates` (max-autotune) a unit convolution's product is a GEMM like any
+    other: the Triton template with the ReLU after it fused in (Triton's interpreter)."""
+    pytest.importorskip("triton")
+
+    def fn(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(torch.nn.functional.conv2d(x, w1))
+        return torch.relu(torch.nn.functional.conv2d(y, w2)) + 1.0
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 5, 7, dtype=torch.bfloat16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    w1 = (torch.randn(24, 16, 1, 1) / 4).to(torch.bfloat16)  # unit-variance maps
+    w2 = (torch.randn(8, 24, 1, 1) / 5).to(torch.bfloat16)
+    config = dataclasses.replace(
+        load(InductorConfig), cache=False, gemm_templates=True, layout_optimization="channels_last"
+    )
+    graph = prims.trace(fn, x, w1, w2)
+    wrapper = generate(graph, TritonBackend(), config, torch.device("cuda"))["wrapper"]
+    assert not _calls(wrapper) and wrapper.count("kernels['triton_gemm_mm_") == 2
+    compiled = compile_graph(
+        graph, (x, w1, w2), config=config, backend=TritonBackend(), cache=ArtifactCache(tmp_path)
+    )
+    torch.testing.assert_close(compiled(x, w1, w2), fn(x, w1, w2), rtol=2e-2, atol=2e-2)
 
 
 class _Wrappers(logging.Handler):
