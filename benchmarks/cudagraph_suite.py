@@ -35,6 +35,7 @@ from benchmarks.cudagraph_overhead import (
     _tree_stats,
     _workload,
 )
+from benchmarks.thread_affinity import pin_threads
 
 SUITE_MODELS = ("hf_resnet", "hf_vit", "hf_gpt2", "hf_bert", "hf_llama")
 SUITE_PARTS = ("default", "reduce-overhead")
@@ -72,8 +73,8 @@ def _host_speed() -> dict[str, Any]:
 
 
 def _pin_to_fastest_cpu(allowed: set[int] | None = None) -> dict[str, Any]:
-    """Pins this process to the CPU where a host-only ATen call (`as_strided`) runs fastest
-    now, and returns what each CPU measured. On the device machine (a 16-vCPU VM, one NUMA
+    """Pins this process (every thread: `thread_affinity.py`) to the CPU where a host-only
+    ATen call (`as_strided`) runs fastest now, and returns what each CPU measured. On the device machine (a 16-vCPU VM, one NUMA
     node) a quiet process's host ops run at one of two speeds, 1.3-1.5 or 2.6-3.0 us an
     `as_strided`, by vCPU and changing over seconds (session 20: processes pinned to vCPUs
     0, 10, 14 slow, to 2-8 and 12 fast, in one sequence): a host-bound wall measured on a slow
@@ -90,8 +91,9 @@ def _pin_to_fastest_cpu(allowed: set[int] | None = None) -> dict[str, Any]:
         os.sched_setaffinity(0, {cpu})
         speeds[cpu] = round(_median_us(lambda: as_strided(base, (32, 32), (32, 1), 0), 1000, 5), 2)
     fastest = min(speeds, key=speeds.__getitem__)
-    os.sched_setaffinity(0, {fastest})
-    return {"pinned_cpu": fastest, "cpu_us": speeds, "previous": sorted(previous)}
+    threads = pin_threads({fastest})  # the autograd engine's device thread runs the backward
+    return {"pinned_cpu": fastest, "cpu_us": speeds, "previous": sorted(previous),
+            "threads": threads}  # fmt: skip
 
 
 def _current_cpu() -> int | None:
@@ -285,7 +287,7 @@ def run_default_case(model: str, size: str, mode: str, compiler: str, hold: Any)
         if compiler.startswith("ember"):
             row["host_profile"] = _host_profile(step, 3)
         if allowed:
-            os.sched_setaffinity(0, allowed)
+            pin_threads(allowed)
     row["peak_mb"] = (_peak() - base) / 2**20
     if row["gpu_kernel_ms"]:
         row["wall_over_gpu"] = row["wall_ms"] / row["gpu_kernel_ms"]
