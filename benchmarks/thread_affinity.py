@@ -5,9 +5,8 @@ means the calling thread). A training step's backward runs on another thread: th
 engine runs the backward of CUDA tensors on its device thread (one per GPU, started at the
 first backward), while the calling thread waits. So the suite's pinning (session 20) kept
 the forward on the fastest vCPU and left the backward, most of a training step's host work,
-to whichever vCPU the scheduler chose: inference rows' samples agreed within ~1%, training
-rows' spread 20-40% (session 21). Threads started later inherit the affinity of the thread
-that starts them.
+to whichever vCPU the scheduler chose (session 21). Threads started later inherit the
+affinity of the thread that starts them.
 """
 
 from __future__ import annotations
