@@ -10,6 +10,7 @@ import logging
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -117,6 +118,55 @@ def test_gradients_equal_eager(input_grad: bool) -> None:
         assert a.grad is not None and b.grad is not None, name
         assert a.grad.stride() == b.grad.stride(), name
         torch.testing.assert_close(a.grad, b.grad, msg=name)
+
+
+class Unit(nn.Module):
+    """Two unit convolutions (the first reads the image) and a 3x3 one after them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(6, 10, 1, bias=False)
+        self.b = nn.Conv2d(10, 4, 1)
+        self.c = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "shape"),
+    [(torch.float16, (3, 6, 1, 1)), (torch.bfloat16, (1, 6, 5, 3)), (torch.float16, (2, 6, 4, 4))],
+)
+def test_one_pixel_maps_a_single_image_and_float16(
+    dtype: torch.dtype, shape: tuple[int, ...]
+) -> None:
+    """Maps of one pixel (rows are images), one image (size-1 batch: any batch stride) and
+    float16; the input given channels-last, and a view at a storage offset. Gradients are
+    as accurate as eager's against a float64 run (they differ from eager's by an ulp)."""
+    torch.manual_seed(0)
+    model, twin, exact = Unit().to(dtype), Unit().to(dtype), Unit().double()
+    twin.load_state_dict(model.state_dict())
+    exact.load_state_dict(model.state_dict())
+    compiled = ember.compile(twin, backend=functools.partial(inductor, options=FORCED))
+    x = torch.randn(*shape, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    x_eager, x_ours = (x.detach().clone().requires_grad_() for _ in range(2))
+    x_exact = x.detach().double().requires_grad_()
+    ours, theirs = compiled(x_ours), model(x_eager)
+    torch.testing.assert_close(ours, theirs)
+    for out in (ours, theirs, exact(x_exact)):
+        out.double().sum().backward()
+
+    def within(value: Any, eager: Any, exact_value: Any) -> bool:
+        assert value is not None and eager is not None and exact_value is not None
+        ours, theirs = ((v.double() - exact_value).abs().max().item() for v in (value, eager))
+        return ours <= 2 * theirs + 1e-3 * exact_value.abs().max().item()
+
+    assert within(x_ours.grad, x_eager.grad, x_exact.grad)
+    for (name, a), b, c in zip(twin.named_parameters(), model.parameters(), exact.parameters()):
+        assert within(a.grad, b.grad, c.grad), name
+    offset = torch.randn(2, *shape[1:], dtype=dtype)[1:]  # storage offset of one image
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(offset), model(offset))
 
 
 def test_products_become_gemm_templates_with_their_epilogues(tmp_path: Path) -> None:
