@@ -8,15 +8,20 @@ kernel, for a matmul or convolution choice) for the test to check.
 
 `interpreted_case`: a case of a test module's `CASES` compiled through the Triton backend
 and run on the CPU by Triton's interpreter.
+
+`output_code`: the generated code (kernels module, wrapper) of every Graph compiled during
+the test, as the `output_code` log topic shows it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +114,48 @@ def interpreted_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Interpr
         return list(compiled(*inputs)), inputs
 
     return run
+
+
+@dataclasses.dataclass
+class OutputCode:
+    """What the `output_code` log topic showed: per compiled Graph, its kernels module and
+    its wrapper, in compile order."""
+
+    kernels: list[str] = dataclasses.field(default_factory=list)
+    wrappers: list[str] = dataclasses.field(default_factory=list)
+
+
+class _OutputCodeHandler(logging.Handler):
+    def __init__(self, captured: OutputCode) -> None:
+        super().__init__()
+        self.captured = captured
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if ": kernels\n" in text:
+            self.captured.kernels.append(text.split(": kernels\n", 1)[1].split("\nwrapper\n")[0])
+        if "\nwrapper\n" in text:
+            self.captured.wrappers.append(text.split("\nwrapper\n", 1)[1])
+
+
+@pytest.fixture
+def output_code() -> Iterator[OutputCode]:
+    """The generated code of the Graphs compiled during the test (the topic on for the test)."""
+    import torch
+
+    import ember
+    from ember.prims.logs import configure_logging
+
+    captured = OutputCode()
+    handler = _OutputCodeHandler(captured)
+    logger = logging.getLogger("ember.inductor.output_code")
+    logger.addHandler(handler)
+    # capture applies EMBER_LOGS at its first compile in the process: that first, then the
+    # topic on for the test's compiles only
+    ember.compile(lambda t: t + 1, backend="inductor")(torch.ones(2))
+    configure_logging("output_code")
+    try:
+        yield captured
+    finally:
+        logger.removeHandler(handler)
+        configure_logging()

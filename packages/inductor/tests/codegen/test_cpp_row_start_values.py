@@ -11,9 +11,9 @@ report of the generated modules."""
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -21,7 +21,6 @@ import torch
 import ember
 import ember.prims as prims
 from ember.inductor.pipeline import compile_graph
-from ember.prims.logs import configure_logging
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -48,22 +47,9 @@ def scalar_loops(module: str, directory: Path) -> list[str]:
     ]
 
 
-class _Modules(logging.Handler):
-    """Collects the kernel modules the `output_code` log topic shows."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.modules: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if ": kernels\n" in text:
-            self.modules.append(text.split(": kernels\n", 1)[1].split("\nwrapper\n", 1)[0])
-
-
 @needs_compiler
 def test_a_bert_layers_training_kernels_are_vectorized(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output_code: Any
 ) -> None:
     transformers = pytest.importorskip("transformers")
     monkeypatch.setenv("EMBER_INDUCTOR_CACHE", "0")  # generated here, not found in a cache
@@ -77,25 +63,15 @@ def test_a_bert_layers_training_kernels_are_vectorized(
     )
     model = transformers.BertModel(config).train()  # dropout 0.1 on
     tokens = torch.randint(0, 256, (2, 64))
-    handler = _Modules()
-    logger = logging.getLogger("ember.inductor.output_code")
-    logger.addHandler(handler)
-    # capture applies EMBER_LOGS at its first compile in the process: that first, then the
-    # topic on for this compile only
-    ember.compile(lambda t: t + 1, backend="inductor")(torch.ones(2))
-    configure_logging("output_code")
-    try:
-        compiled = ember.compile(model, backend="inductor")
-        compiled(input_ids=tokens).last_hidden_state.sum().backward()
-    finally:
-        logger.removeHandler(handler)
-        configure_logging()
-    assert len(handler.modules) == 2  # forward, backward
-    forward = handler.modules[0]
+    compiled = ember.compile(model, backend="inductor")
+    compiled(input_ids=tokens).last_hidden_state.sum().backward()
+    modules = output_code.kernels
+    assert len(modules) == 2  # forward, backward
+    forward = modules[0]
     assert "ember_random_uniform" in forward and "std::erf" in forward
     # the transposed copies' loops with division indices and the cross-entropy-free tail
     # are not what this checks: only the row loops' reasons above are
-    missed = [line for m in handler.modules for line in _row_loop_misses(m, tmp_path)]
+    missed = [line for m in modules for line in _row_loop_misses(m, tmp_path)]
     assert not missed, missed
 
 

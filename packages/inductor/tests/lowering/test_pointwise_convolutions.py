@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import os
 import re
 from pathlib import Path
@@ -25,7 +24,6 @@ from ember.inductor.config import InductorConfig
 from ember.inductor.pipeline import DECOMPOSITIONS, compile_graph, generate
 from ember.prims.config import load
 from ember.prims.decompositions import decompose
-from ember.prims.logs import configure_logging
 from ember.runtime import ArtifactCache
 
 FORCED = {"layout_optimization": "channels_last", "cache": False}
@@ -195,38 +193,14 @@ def test_products_become_gemm_templates_with_their_epilogues(tmp_path: Path) -> 
     torch.testing.assert_close(compiled(x, w1, w2), fn(x, w1, w2), rtol=2e-2, atol=2e-2)
 
 
-class _Wrappers(logging.Handler):
-    """Collects the wrapper sources the `output_code` log topic shows."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sources: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if "\nwrapper\n" in text:
-            self.sources.append(text.split("\nwrapper\n", 1)[1])
-
-
-def test_backward_runs_unit_convolution_gradients_as_matmuls() -> None:
+def test_backward_runs_unit_convolution_gradients_as_matmuls(output_code: Any) -> None:
     """The reduction's input and weight gradients are two `mm`s; the expansion (its bias
     gradient asked for), the 3x3 stem and the strided shortcut stay `convolution_backward`."""
     _, twin = _twins()
-    handler = _Wrappers()
-    logger = logging.getLogger("ember.inductor.output_code")
-    logger.addHandler(handler)
-    # capture applies EMBER_LOGS at its first compile in the process: that first, then the
-    # topic on for this compile only
-    ember.compile(lambda t: t + 1, backend="inductor")(torch.ones(2))
-    configure_logging("output_code")
-    try:
-        compiled = ember.compile(twin, backend=functools.partial(inductor, options=FORCED))
-        x = torch.randn(2, 3, 7, 5, dtype=torch.bfloat16, requires_grad=True)
-        compiled(x).float().sum().backward()
-    finally:
-        logger.removeHandler(handler)
-        configure_logging()
-    backward = [source for source in handler.sources if "convolution_backward" in source]
+    compiled = ember.compile(twin, backend=functools.partial(inductor, options=FORCED))
+    x = torch.randn(2, 3, 7, 5, dtype=torch.bfloat16, requires_grad=True)
+    compiled(x).float().sum().backward()
+    backward = [source for source in output_code.wrappers if "convolution_backward" in source]
     assert len(backward) == 1
     calls = _calls(backward[0])
     assert calls.count("convolution_backward") == 3
@@ -238,7 +212,7 @@ def test_backward_runs_unit_convolution_gradients_as_matmuls() -> None:
     not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
     reason="needs a CUDA GPU (EMBER_TEST_DEVICE=cuda on the GPU machine)",
 )
-def test_autocast_training_on_the_gpu_is_as_accurate_as_eager() -> None:
+def test_autocast_training_on_the_gpu_is_as_accurate_as_eager(output_code: Any) -> None:
     """ResNet's setting on the GPU: float32 parameters under bfloat16 autocast, the layout
     chosen by the default `auto`. The unit convolutions run as cuBLAS products; the output's
     and every gradient's error against a float64 run stays within twice eager's (cuDNN's)."""
@@ -246,24 +220,15 @@ def test_autocast_training_on_the_gpu_is_as_accurate_as_eager() -> None:
     model, twin, exact = Bottleneck().cuda(), Bottleneck().cuda(), Bottleneck().cuda().double()
     twin.load_state_dict(model.state_dict())
     exact.load_state_dict(model.state_dict())
-    handler = _Wrappers()
-    logger = logging.getLogger("ember.inductor.output_code")
-    logger.addHandler(handler)
-    ember.compile(lambda t: t + 1, backend="inductor")(torch.ones(2))
-    configure_logging("output_code")
-    try:
-        backend = functools.partial(inductor, options={"cache": False})
-        compiled = ember.compile(twin, backend=backend)
-        x = torch.randn(4, 3, 16, 12, device="cuda")
-        with torch.autocast("cuda", torch.bfloat16):
-            ours, theirs = compiled(x), model(x)
-        reference = exact(x.double())
-        for out in (ours, theirs, reference):
-            out.double().square().sum().backward()
-    finally:
-        logger.removeHandler(handler)
-        configure_logging()
-    assert any("ops['aten::mm.default']" in source for source in handler.sources)
+    backend = functools.partial(inductor, options={"cache": False})
+    compiled = ember.compile(twin, backend=backend)
+    x = torch.randn(4, 3, 16, 12, device="cuda")
+    with torch.autocast("cuda", torch.bfloat16):
+        ours, theirs = compiled(x), model(x)
+    reference = exact(x.double())
+    for out in (ours, theirs, reference):
+        out.double().square().sum().backward()
+    assert any("ops['aten::mm.default']" in source for source in output_code.wrappers)
 
     def within(value: torch.Tensor, eager: torch.Tensor, exact_value: torch.Tensor) -> bool:
         ours, theirs = ((v.double() - exact_value).abs().max().item() for v in (value, eager))
