@@ -615,6 +615,13 @@ def _yes_no(value: Any) -> str:
     return "-" if value is None else ("yes" if value else "NO")
 
 
+def _spread(samples: list[float] | None) -> str:
+    """The smallest and largest of a row's wall samples (host-bound rows spread 20-40%)."""
+    if not samples:
+        return "-"
+    return f"{min(samples):.2f}-{max(samples):.2f}"
+
+
 def summarize(rows: list[dict[str, Any]]) -> str:
     """The suite's two tables (default mode; reduce-overhead) as Markdown."""
 
@@ -624,9 +631,10 @@ def summarize(rows: list[dict[str, Any]]) -> str:
     lines = [
         "Default mode (wall: back-to-back steps; GPU: profiler kernel+memcpy+memset time)",
         "",
-        "| model | mode | variant | wall ms | latency ms | GPU ms | wall/GPU | launches | "
-        "DtoD memcpy | copy kernels | peak MB | first s | C guards | host us (view/alloc) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| model | mode | variant | wall ms | wall min-max ms | latency ms | GPU ms | wall/GPU | "
+        "launches | DtoD memcpy | copy kernels | peak MB | first s | C guards | "
+        "host us (view/alloc) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         if row.get("part") != "default":
@@ -637,6 +645,7 @@ def summarize(rows: list[dict[str, Any]]) -> str:
             continue
         lines.append(
             f"| {row['model']} | {row['mode']} | {row['variant']} | {number(row['wall_ms'])} | "
+            f"{_spread(row.get('wall_samples_ms'))} | "
             f"{number(row['latency_ms'])} | {number(row['gpu_kernel_ms'])} | "
             f"{number(row.get('wall_over_gpu'))} | {number(row['launches_per_step'], 0)} | "
             f"{number(row['dtod_copies_per_step'], 0)} | {number(row['copy_kernels_per_step'], 0)} | "
