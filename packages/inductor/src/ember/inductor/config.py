@@ -60,6 +60,16 @@ class InductorConfig:
         "GPU (issue 16's default mode).",
         cache_key=True,
     )
+    native_wrapper: bool = setting(
+        False,
+        env="EMBER_INDUCTOR_NATIVE_WRAPPER",
+        help="Run each compiled graph's wrapper in ember-runtime's C++ interpreter after its "
+        "first call (allocations through ATen, Triton kernels through cuLaunchKernel, extern "
+        "ops through the dispatcher's boxed call), where the Python wrapper pays the "
+        "interpreter for every line; built once per torch and Python with g++ (about 40 s). "
+        "Graphs it cannot translate (size symbols, host inputs) keep the Python wrapper.",
+        cache_key=False,
+    )
     horizontal_launches: bool = setting(
         True,
         env="EMBER_INDUCTOR_HORIZONTAL_LAUNCHES",

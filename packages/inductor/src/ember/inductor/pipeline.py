@@ -39,6 +39,7 @@ from ember.inductor.codegen.backend import (
 from ember.inductor.codegen.bounds import check_bounds
 from ember.inductor.codegen.cpp.backend import CppBackend
 from ember.inductor.codegen.kernel_names import distinct, name_by_content
+from ember.inductor.codegen.native_wrapper import NativeCall, translate
 from ember.inductor.codegen.wrapper import generate_wrapper, wrapper_namespace
 from ember.inductor.compiled import CompiledGraph
 from ember.inductor.config import InductorConfig
@@ -73,7 +74,7 @@ from ember.prims.decompositions import PRIM_DECOMPOSITIONS, DecompositionError, 
 from ember.prims.logs import topic_logger
 from ember.prims.serialize import dumps
 from ember.prims.symbolic import ShapeEnv
-from ember.runtime import ArtifactCache
+from ember.runtime import ArtifactCache, native_interpreter as interpreter
 
 logger = logging.getLogger("ember.inductor")
 output_code = topic_logger("output_code")
@@ -111,7 +112,7 @@ def compile_graph(
         artifact = generate(graph, backend, config, device, input_strides)
         if key is not None:
             cache.put(key, json.dumps(artifact).encode())
-    return _load(graph, artifact, backend, cache)
+    return _load(graph, artifact, backend, cache, native=config.native_wrapper)
 
 
 def saved_layouts(compiled: CompiledGraph) -> dict[int, tuple[int, ...]]:
@@ -475,7 +476,12 @@ def _generate(
 
 
 def _load(
-    graph: Graph, artifact: dict[str, Any], backend: CodegenBackend, cache: ArtifactCache
+    graph: Graph,
+    artifact: dict[str, Any],
+    backend: CodegenBackend,
+    cache: ArtifactCache,
+    *,
+    native: bool = False,
 ) -> CompiledGraph:
     module, wrapper = artifact["module"], artifact["wrapper"]
     if output_code.isEnabledFor(logging.INFO):
@@ -484,13 +490,34 @@ def _load(
     ops = {target: resolve_op(target) for target in artifact["targets"]}
     namespace = wrapper_namespace(kernels, ops)
     exec(compile(wrapper, f"<ember wrapper {graph.name}>", "exec"), namespace)  # noqa: S102
-    compiled = CompiledGraph(graph, namespace["call"], wrapper, module, artifact["kernels"])
+    call = namespace["call"]
+    if native:
+        call = _native_call(graph.name, call, wrapper, namespace, ops, cache)
+    compiled = CompiledGraph(graph, call, wrapper, module, artifact["kernels"])
     saved = artifact.get("saved_strides") or {}
     compiled.saved_strides = {int(k): tuple(v) for k, v in saved.items()}
     memory = artifact.get("memory") or {}
     compiled.planned_block_bytes = memory.get("planned_block_bytes") or 0
     compiled.writes_donated = bool(memory.get("writes_donated"))
     return compiled
+
+
+def _native_call(
+    name: str,
+    call: Any,
+    wrapper: str,
+    namespace: dict[str, Any],
+    ops: Mapping[str, Any],
+    cache: ArtifactCache,
+) -> Any:
+    """`call` run by the native wrapper from its second call on, where it translates."""
+    translation = translate(wrapper, namespace, ops)
+    if isinstance(translation, str):
+        logger.info("graph %s keeps its Python wrapper: %s", name, translation)
+        return call
+    return NativeCall(
+        name, call, translation, namespace["kernels"], ops, lambda: interpreter(cache.root)
+    )
 
 
 def _graph_key(

@@ -22,6 +22,8 @@ from ember.runtime.errors import (
     TritonUnavailableError,
 )
 from ember.runtime.loader.shared_library import load_shared_library
+from ember.runtime.native import NativeBuildError, NativeLaunch
+from ember.runtime.native import interpreter as native_interpreter
 from ember.runtime.triton import (
     LaunchConfig,
     TritonKernel,
@@ -43,6 +45,8 @@ __all__ = [
     "KernelDeviceError",
     "KernelSignatureError",
     "LaunchConfig",
+    "NativeBuildError",
+    "NativeLaunch",
     "RuntimeConfig",
     "TritonInterpreterError",
     "TritonKernel",
@@ -55,5 +59,6 @@ __all__ = [
     "default_cache_root",
     "load_shared_library",
     "load_triton_module",
+    "native_interpreter",
     "triton_cache_dir",
 ]

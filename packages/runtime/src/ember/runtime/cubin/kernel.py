@@ -31,6 +31,7 @@ from typing import Any
 from ember.runtime.cubin import driver as cuda
 from ember.runtime.cubin.driver import KernelLaunchError
 from ember.runtime.errors import KernelArgumentError, KernelSignatureError
+from ember.runtime.native.launch_spec import NativeLaunch, parameter_codes
 
 logger = logging.getLogger("ember.runtime")
 
@@ -114,6 +115,7 @@ class CubinKernel:
     ) -> None:
         self.name = name
         self.params = tuple(param for param, _ in signature)
+        self.kinds = tuple(kind for _, kind in signature)
         unsupported = [f"{param}: {kind}" for param, kind in signature if not supported_type(kind)]
         if unsupported:
             raise KernelSignatureError(f"kernel {name}: cannot launch parameters {unsupported}")
@@ -150,6 +152,16 @@ class CubinKernel:
             raise KernelLaunchError(
                 f"kernel {self.name}: the driver refused its cubin on cuda:{device}"
             )
+
+    def native_launch(self, device: int) -> NativeLaunch | None:
+        """The aligned variant on `device` for the native wrapper, once loaded there (None
+        before, and for a variant that needs scratch memory or that the driver refused)."""
+        variant = self.variants[True]
+        function = self._functions.get((True, device))
+        codes = parameter_codes(self.kinds)
+        if not isinstance(function, int) or variant.global_scratch_size or codes is None:
+            return None
+        return NativeLaunch(function, self.block, 32 * variant.num_warps, variant.shared, codes)
 
     def launch_general(self, numel: int, *args: Any) -> None:
         """Every launch the generated fast path does not take."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from ember.runtime.cache.store import ArtifactCache
 from ember.runtime.errors import KernelSignatureError, TritonInterpreterError
+from ember.runtime.native.launch_spec import NativeLaunch, parameter_codes
 from ember.runtime.triton.autotune import AutotuneKey, Autotuner, Bench
 from ember.runtime.triton.config import LaunchConfig
 from ember.runtime.triton.launch import (
@@ -153,6 +154,33 @@ class TritonKernel:
         CUDA device) without launching; returns the `CompiledKernel`s."""
         target = target if target is not None else cuda_target()
         return [self.compile(c, aligned=True, target=target) for c in self.planned_configs()]
+
+    def native_launch(self, device: int) -> NativeLaunch | None:
+        """The bound aligned variant for the native wrapper (None before the first launch,
+        and for autotuned or interpreted kernels, or one needing scratch memory)."""
+        launch = self.launch
+        if launch == self._first_launch or self.autotune or isinstance(launch, InterpretedLaunch):
+            return None
+        config = self.configs[0]
+        variant = self.variant(config, aligned=True, target=cuda_target(device))
+        compiled = self._compiled.get(variant)
+        codes = parameter_codes([kind for _, kind in self.signature])
+        if compiled is None or codes is None:
+            return None
+        metadata = compiled.metadata
+        scratch = getattr(metadata, "global_scratch_size", 0) or getattr(
+            metadata, "profile_scratch_size", 0
+        )
+        function = getattr(compiled, "function", None)
+        special = getattr(metadata, "launch_cooperative_grid", False) or getattr(
+            metadata, "launch_pdl", False
+        )
+        if scratch or special or not function or getattr(metadata, "num_ctas", 1) != 1:
+            return None
+        block = dict(config.constants)[self.grid_block]
+        return NativeLaunch(
+            int(function), block, 32 * metadata.num_warps, int(metadata.shared), codes
+        )
 
     # ---- the first call -------------------------------------------------------------------
 
