@@ -236,3 +236,49 @@ def test_gpu_training_gives_the_python_wrappers_bits() -> None:
     calls = _native_calls(before)
     assert calls and all(c.program is not None for c in calls)
     assert all(c.native_kernels > 0 for c in calls)
+
+
+_DONATING = """DEVICE = torch.device('cpu')
+
+
+def call(args):
+    in0, in1, = args
+    args.clear()
+    buf0 = in0 if getrefcount(in0) == SOLE_REFERENCES and storage_use_count(in0.untyped_storage()._cdata) == SOLE_STORAGE_USES else empty_strided((4, ), (1, ), dtype=torch.float32, device=DEVICE)  # in place in0 if held alone
+    kernels['k'].launch(4, in0, in1, buf0)
+    del in0, in1
+    return (buf0, )
+"""
+
+
+@pytest.mark.parametrize("interpreter", [False, True])
+def test_a_donated_input_is_written_over_only_when_held_alone(interpreter: bool) -> None:
+    ops: dict[str, Any] = {}
+
+    def add(numel: int, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        torch.add(a, b, out=out)
+
+    namespace = wrapper_namespace({"k": add}, ops)
+    exec(compile(_DONATING, "<test wrapper>", "exec"), namespace)  # noqa: S102
+    translation = translate(_DONATING, namespace, ops)
+    assert isinstance(translation, Translation)
+    from ember.runtime import native_interpreter
+
+    call = NativeCall("g", namespace["call"], translation, namespace["kernels"], ops, native_interpreter)
+    if interpreter:
+        call([torch.zeros(4), torch.zeros(4)])  # the first call runs the Python wrapper
+        assert call.program is not None
+    y = torch.arange(4.0)
+    for _ in range(2):
+        donated = torch.ones(4)
+        address = donated.data_ptr()
+        args = [donated, y]
+        del donated  # the list holds it alone: its memory takes the result
+        (out,) = call(args)
+        assert out.data_ptr() == address and out.tolist() == [1.0, 2.0, 3.0, 4.0]
+        kept = torch.ones(4)
+        (out,) = call([kept, y])  # the caller keeps it: a fresh buffer, the input untouched
+        assert out.data_ptr() != kept.data_ptr() and kept.tolist() == [1.0] * 4
+        base = torch.ones(8)
+        (out,) = call([base[:4], y])  # the list holds the view alone; `base` shares its storage
+        assert out.data_ptr() != base.data_ptr() and base.tolist() == [1.0] * 8

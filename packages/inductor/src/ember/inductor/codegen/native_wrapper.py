@@ -294,7 +294,10 @@ class _Translator:
             kind = str(argument.type)
             node = given.get(argument.name)
             if node is not None:
-                values.append(self.argument(node, kind))
+                value = self.argument(node, kind)
+                if kind == "Tensor" and value == (CONSTANT, ("", None)):
+                    value = (CONSTANT, ("tensor", None))  # an undefined tensor, as Python passes
+                values.append(value)
             elif argument.has_default_value():
                 values.append((CONSTANT, (_hint(kind), argument.default_value)))
             else:

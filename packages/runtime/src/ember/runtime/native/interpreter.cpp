@@ -25,6 +25,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace py = pybind11;
@@ -91,7 +92,8 @@ struct Arg {
 // type where the value alone cannot ("int", "float", "bool"; "" for anything else).
 c10::IValue to_ivalue(py::handle value, const std::string& hint) {
   PyObject* object = value.ptr();
-  if (value.is_none()) return c10::IValue();
+  // None for a (non-optional) Tensor argument: Python's binding passes an undefined tensor
+  if (value.is_none()) return hint == "tensor" ? c10::IValue(at::Tensor()) : c10::IValue();
   if (PyBool_Check(object)) return c10::IValue(object == Py_True);
   if (PyLong_Check(object)) return c10::IValue(static_cast<int64_t>(value.cast<int64_t>()));
   if (PyFloat_Check(object)) return c10::IValue(value.cast<double>());
@@ -277,6 +279,9 @@ class Program {
     for (auto spec : kernels) kernels_.push_back(parse_kernel(spec));
     for (auto spec : externs) externs_.push_back(parse_extern(spec));
     for (auto spec : instructions) program_.push_back(parse_instruction(spec));
+    for (const Instruction& in : program_) {
+      if (in.op == kDonated) donors_.insert(in.src);
+    }
   }
 
   py::object run(py::list args, int64_t stream) {
@@ -285,8 +290,25 @@ class Program {
       if (!THPVariable_Check(args[i].ptr())) return fallback_(args);  // a non-tensor input
     }
     std::vector<at::Tensor> regs(registers_);
-    for (size_t i = 0; i < count; ++i) regs[i] = THPVariable_Unpack(args[i].ptr());
+    // A donated input is written over only where the caller's list held it alone, as the
+    // Python wrapper's reference-count check requires: judged here, where the list still
+    // holds it, and again at its reuse against the count right after the list is emptied (a
+    // Python object the list held may stay alive, owned by its tensor)
+    std::vector<char> alone(count, 0);
+    std::vector<int64_t> baseline(count, 0);
+    for (size_t i = 0; i < count; ++i) {
+      PyObject* object = PyList_GET_ITEM(args.ptr(), i);  // borrowed
+      const at::Tensor& held = THPVariable_Unpack(object);
+      if (donors_.count(static_cast<int>(i)) != 0) {
+        alone[i] = Py_REFCNT(object) == 1 && held.use_count() == 1 &&
+                   held.storage().use_count() == 1;
+      }
+      regs[i] = held;
+    }
     args.attr("clear")();
+    for (size_t i = 0; i < count; ++i) {
+      if (alone[i]) baseline[i] = regs[i].use_count();
+    }
     void* raw_stream = reinterpret_cast<void*>(stream);
     for (const Instruction& in : program_) {
       switch (in.op) {
@@ -311,9 +333,10 @@ class Program {
           break;
         case kDonated: {
           const at::Tensor& donor = regs[in.src];
-          bool alone = donor.defined() && donor.use_count() == 1 &&
-                       donor.storage().use_count() == 1;
-          if (!alone) {
+          bool sole = in.src < static_cast<int>(count) && alone[in.src] && donor.defined() &&
+                      donor.use_count() == baseline[in.src] &&
+                      donor.storage().use_count() == 1;
+          if (!sole) {
             regs[in.dst] = at::empty_strided(
                 in.view.size, in.view.stride,
                 at::TensorOptions().dtype(in.dtype).device(in.device));
@@ -622,6 +645,7 @@ class Program {
   std::vector<Kernel> kernels_;
   std::vector<Extern> externs_;
   std::vector<Instruction> program_;
+  std::unordered_set<int> donors_;  // registers (inputs) a kDonated instruction may reuse
 };
 
 }  // namespace
