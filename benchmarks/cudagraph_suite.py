@@ -121,8 +121,9 @@ def _compiler(name: str) -> Callable[[torch.nn.Module], Any]:
         "ember cudnn": lambda m: _ember_compile(
             m, options={"pointwise_convolutions_as_matmuls": False}
         ),
-        # each graph's wrapper run by ember-runtime's C++ interpreter (off by default)
-        "ember native": lambda m: _ember_compile(m, options={"native_wrapper": True}),
+        # each graph's wrapper run by Python (ember-runtime's C++ interpreter by default on
+        # the GPU since session 22)
+        "ember python": lambda m: _ember_compile(m, options={"native_wrapper": "never"}),
     }[name]
 
 

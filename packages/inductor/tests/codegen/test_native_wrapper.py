@@ -79,7 +79,7 @@ def test_training_equals_eager_and_runs_in_the_interpreter() -> None:
     model = Block()
     reference = Block()
     reference.load_state_dict(model.state_dict())
-    compiled = ember.compile(model, options={"native_wrapper": True})
+    compiled = ember.compile(model, options={"native_wrapper": "always"})
     got = _train(model, compiled, "cpu")
     expected = _train(reference, reference, "cpu")
     for step_got, step_expected in zip(got, expected):
@@ -97,7 +97,7 @@ def test_outputs_keep_their_aliasing_with_inputs() -> None:
         return x.view(4, 3), (x @ y).relu(), x.t()
 
     x, y = torch.randn(3, 4), torch.randn(4, 5)
-    compiled = ember.compile(fn, options={"native_wrapper": True})
+    compiled = ember.compile(fn, options={"native_wrapper": "always"})
     for _ in range(3):  # the first call runs the Python wrapper, the others the interpreter
         got = compiled(x, y)
         expected = fn(x, y)
@@ -225,8 +225,8 @@ def test_gpu_training_gives_the_python_wrappers_bits() -> None:
     model = Block().cuda()
     python_model = Block().cuda()
     python_model.load_state_dict(model.state_dict())
-    native = ember.compile(model, options={"native_wrapper": True})
-    python = ember.compile(python_model, options={"native_wrapper": False})
+    native = ember.compile(model, options={"native_wrapper": "always"})
+    python = ember.compile(python_model, options={"native_wrapper": "never"})
     with torch.autocast("cuda", dtype=torch.bfloat16):
         got = _train(model, native, "cuda", steps=4)
         expected = _train(python_model, python, "cuda", steps=4)
@@ -264,7 +264,9 @@ def test_a_donated_input_is_written_over_only_when_held_alone(interpreter: bool)
     assert isinstance(translation, Translation)
     from ember.runtime import native_interpreter
 
-    call = NativeCall("g", namespace["call"], translation, namespace["kernels"], ops, native_interpreter)
+    call = NativeCall(
+        "g", namespace["call"], translation, namespace["kernels"], ops, native_interpreter
+    )
     if interpreter:
         call([torch.zeros(4), torch.zeros(4)])  # the first call runs the Python wrapper
         assert call.program is not None

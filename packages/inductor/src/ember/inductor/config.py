@@ -60,14 +60,16 @@ class InductorConfig:
         "GPU (issue 16's default mode).",
         cache_key=True,
     )
-    native_wrapper: bool = setting(
-        False,
+    native_wrapper: Literal["gpu", "always", "never"] = setting(
+        "gpu",
         env="EMBER_INDUCTOR_NATIVE_WRAPPER",
-        help="Run each compiled graph's wrapper in ember-runtime's C++ interpreter after its "
-        "first call (allocations through ATen, Triton kernels through cuLaunchKernel, extern "
-        "ops through the dispatcher's boxed call), where the Python wrapper pays the "
-        "interpreter for every line; built once per torch and Python with g++ (about 40 s). "
-        "Graphs it cannot translate (size symbols, host inputs) keep the Python wrapper.",
+        help="Run compiled graphs' wrappers in ember-runtime's C++ interpreter from their "
+        "second call on (allocations through ATen, Triton kernels through cuLaunchKernel, "
+        "extern ops through the dispatcher's boxed call), where the Python wrapper pays the "
+        "interpreter for every line: `gpu` for GPU graphs, `always` also for CPU graphs (whose "
+        "C++ kernels it calls back in Python), `never` keeps the Python wrapper. The "
+        "interpreter is built once per torch and Python with g++ (about 20-40 s); graphs it "
+        "cannot translate (size symbols, host inputs) keep the Python wrapper.",
         cache_key=False,
     )
     horizontal_launches: bool = setting(

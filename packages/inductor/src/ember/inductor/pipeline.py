@@ -74,7 +74,8 @@ from ember.prims.decompositions import PRIM_DECOMPOSITIONS, DecompositionError, 
 from ember.prims.logs import topic_logger
 from ember.prims.serialize import dumps
 from ember.prims.symbolic import ShapeEnv
-from ember.runtime import ArtifactCache, native_interpreter as interpreter
+from ember.runtime import ArtifactCache
+from ember.runtime import native_interpreter as interpreter
 
 logger = logging.getLogger("ember.inductor")
 output_code = topic_logger("output_code")
@@ -112,7 +113,10 @@ def compile_graph(
         artifact = generate(graph, backend, config, device, input_strides)
         if key is not None:
             cache.put(key, json.dumps(artifact).encode())
-    return _load(graph, artifact, backend, cache, native=config.native_wrapper)
+    native = config.native_wrapper == "always" or (
+        config.native_wrapper == "gpu" and device.type == "cuda"
+    )
+    return _load(graph, artifact, backend, cache, native=native)
 
 
 def saved_layouts(compiled: CompiledGraph) -> dict[int, tuple[int, ...]]:
@@ -492,7 +496,7 @@ def _load(
     exec(compile(wrapper, f"<ember wrapper {graph.name}>", "exec"), namespace)  # noqa: S102
     call = namespace["call"]
     if native:
-        call = _native_call(graph.name, call, wrapper, namespace, ops, cache)
+        call = _native_call(graph.name, call, wrapper, namespace, ops)
     compiled = CompiledGraph(graph, call, wrapper, module, artifact["kernels"])
     saved = artifact.get("saved_strides") or {}
     compiled.saved_strides = {int(k): tuple(v) for k, v in saved.items()}
@@ -508,16 +512,15 @@ def _native_call(
     wrapper: str,
     namespace: dict[str, Any],
     ops: Mapping[str, Any],
-    cache: ArtifactCache,
 ) -> Any:
     """`call` run by the native wrapper from its second call on, where it translates."""
     translation = translate(wrapper, namespace, ops)
     if isinstance(translation, str):
         logger.info("graph %s keeps its Python wrapper: %s", name, translation)
         return call
-    return NativeCall(
-        name, call, translation, namespace["kernels"], ops, lambda: interpreter(cache.root)
-    )
+    # the interpreter lives under the default cache root whatever `cache` is (one build per
+    # torch and Python, not one per artifact cache)
+    return NativeCall(name, call, translation, namespace["kernels"], ops, interpreter)
 
 
 def _graph_key(

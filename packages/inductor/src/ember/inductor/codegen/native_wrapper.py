@@ -225,11 +225,16 @@ class _Translator:
         if "getrefcount" not in test or "storage_use_count" not in test:
             raise Untranslatable(f"condition {test!r}")
         size, stride, dtype = self.allocation(fresh)
+        view: tuple[Any, ...] | None = None
         if isinstance(value.body, ast.Name):
-            donor, view = self.known(value.body.id), None
-        else:
+            donor = self.known(value.body.id)
+        elif isinstance(value.body, ast.Call) and _callee(value.body) == "as_strided":
             donor, view = self.view(value.body)
-        self.out.append((DONATED, self.register(name), donor, view, size, stride, dtype, self.device()))
+        else:
+            raise Untranslatable(f"donated view {ast.unparse(value.body)!r}")
+        self.out.append(
+            (DONATED, self.register(name), donor, view, size, stride, dtype, self.device())
+        )
 
     def launch(self, kernel: str, args: list[ast.expr]) -> None:
         numel = -1  # a kernel without numel (C++): its sizes are compiled in
@@ -238,7 +243,7 @@ class _Translator:
         elif args and not _reads(args[0], self.registers):
             raise Untranslatable(f"launch of {kernel} over a symbolic size")
         index = self.kernels.setdefault(kernel, len(self.kernels))
-        values = []
+        values: list[tuple[int, Any]] = []
         for arg in args:
             if isinstance(arg, ast.Name) and arg.id in self.registers:
                 values.append((REGISTER, self.registers[arg.id]))
@@ -292,9 +297,8 @@ class _Translator:
         values = []
         for argument in schema.arguments:
             kind = str(argument.type)
-            node = given.get(argument.name)
-            if node is not None:
-                value = self.argument(node, kind)
+            if argument.name in given:
+                value = self.argument(given[argument.name], kind)
                 if kind == "Tensor" and value == (CONSTANT, ("", None)):
                     value = (CONSTANT, ("tensor", None))  # an undefined tensor, as Python passes
                 values.append(value)
@@ -513,7 +517,16 @@ class NativeCall:
                 continue
             self.native_kernels += 1
             kernels.append(
-                (name, spec.function, spec.block, spec.threads, spec.shared, index, spec.codes, fallback)
+                (
+                    name,
+                    spec.function,
+                    spec.block,
+                    spec.threads,
+                    spec.shared,
+                    index,
+                    spec.codes,
+                    fallback,
+                )
             )
         externs = []
         for target in translation.externs:

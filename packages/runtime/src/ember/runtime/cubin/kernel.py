@@ -159,7 +159,9 @@ class CubinKernel:
         variant = self.variants[True]
         function = self._functions.get((True, device))
         codes = parameter_codes(self.kinds)
-        if not isinstance(function, int) or variant.global_scratch_size or codes is None:
+        if variant is None or not isinstance(function, int) or codes is None:
+            return None
+        if variant.global_scratch_size:
             return None
         return NativeLaunch(function, self.block, 32 * variant.num_warps, variant.shared, codes)
 
