@@ -36,8 +36,11 @@ logger = logging.getLogger("ember.inductor")
 # ember.compile modes, as torch.compile names them, and what each sets.
 MODES: dict[str, dict[str, Any]] = {
     "default": {},
-    "reduce-overhead": {},
-    "max-autotune": {"max_autotune": True, "gemm_templates": True},
+    # CUDA-graph modes replay recordings: the wrapper runs only to warm up and record, where
+    # the native wrapper gains nothing (and held 0.5 GB more reserved memory in a
+    # Llama-style training tree, session 22); they keep the Python wrapper
+    "reduce-overhead": {"native_wrapper": "never"},
+    "max-autotune": {"max_autotune": True, "gemm_templates": True, "native_wrapper": "never"},
     "max-autotune-no-cudagraphs": {"max_autotune": True, "gemm_templates": True},
 }
 # modes whose compiled graphs replay as CUDA graphs (torch.compile's choice)
