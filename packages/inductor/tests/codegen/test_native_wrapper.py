@@ -34,6 +34,15 @@ from ember.inductor.codegen.native_wrapper import (
 from ember.inductor.codegen.wrapper import wrapper_namespace
 
 
+@pytest.fixture(autouse=True, scope="module")
+def built_interpreter() -> Any:
+    """The interpreter, built before the tests (compiled graphs only ask whether it is ready:
+    a first build runs in the background)."""
+    from ember.runtime import native_interpreter
+
+    return native_interpreter()
+
+
 class Block(nn.Module):
     """Linear, layer norm, convolution, batch norm, softmax: C++ kernels and extern calls
     (mm/addmm, convolution and its tuple-returning backward) in both graphs."""
@@ -284,3 +293,29 @@ def test_a_donated_input_is_written_over_only_when_held_alone(interpreter: bool)
         base = torch.ones(8)
         (out,) = call([base[:4], y])  # the list holds the view alone; `base` shares its storage
         assert out.data_ptr() != base.data_ptr() and base.tolist() == [1.0] * 8
+
+
+def test_calls_run_the_python_wrapper_until_the_interpreter_is_ready(
+    built_interpreter: Any,
+) -> None:
+    ops = {"aten::mm.default": torch.ops.aten.mm.default}
+    seen: list[int] = []
+    kernels = {"k": lambda numel, source, out, scale: seen.append(numel)}
+    namespace = wrapper_namespace(kernels, ops)
+    exec(compile(_WRAPPER, "<test wrapper>", "exec"), namespace)  # noqa: S102
+    translation = translate(_WRAPPER, namespace, ops)
+    assert isinstance(translation, Translation)
+    answers = iter([None, None, built_interpreter])  # building, building, ready
+    asked: list[int] = []
+
+    def build() -> Any:
+        asked.append(1)
+        return next(answers)
+
+    call = NativeCall("g", namespace["call"], translation, namespace["kernels"], ops, build)
+    x, w = torch.randn(4, 8), torch.randn(8, 2)
+    for calls in range(1, 6):
+        call([x, w])
+        assert (call.program is not None) == (calls >= 3)
+    assert len(asked) == 3  # not asked again once the program is made
+    assert seen == [32] * 5  # the Python wrapper's launches, then the interpreter's call-backs

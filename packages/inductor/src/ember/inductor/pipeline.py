@@ -75,7 +75,7 @@ from ember.prims.logs import topic_logger
 from ember.prims.serialize import dumps
 from ember.prims.symbolic import ShapeEnv
 from ember.runtime import ArtifactCache
-from ember.runtime import native_interpreter as interpreter
+from ember.runtime import native_interpreter_if_ready as interpreter_if_ready
 
 logger = logging.getLogger("ember.inductor")
 output_code = topic_logger("output_code")
@@ -518,9 +518,9 @@ def _native_call(
     if isinstance(translation, str):
         logger.info("graph %s keeps its Python wrapper: %s", name, translation)
         return call
-    # the interpreter lives under the default cache root whatever `cache` is (one build per
-    # torch and Python, not one per artifact cache)
-    return NativeCall(name, call, translation, namespace["kernels"], ops, interpreter)
+    # the interpreter lives under the default cache root whatever the artifact cache is (one
+    # build per torch and Python), built in the background: no call waits for the compiler
+    return NativeCall(name, call, translation, namespace["kernels"], ops, interpreter_if_ready)
 
 
 def _graph_key(

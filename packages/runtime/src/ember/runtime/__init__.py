@@ -24,6 +24,7 @@ from ember.runtime.errors import (
 from ember.runtime.loader.shared_library import load_shared_library
 from ember.runtime.native import NativeBuildError, NativeLaunch
 from ember.runtime.native import interpreter as native_interpreter
+from ember.runtime.native import interpreter_if_ready as native_interpreter_if_ready
 from ember.runtime.triton import (
     LaunchConfig,
     TritonKernel,
@@ -60,5 +61,6 @@ __all__ = [
     "load_shared_library",
     "load_triton_module",
     "native_interpreter",
+    "native_interpreter_if_ready",
     "triton_cache_dir",
 ]

@@ -5,7 +5,8 @@ language: allocations, views, launches, extern calls, frees, a return) and gives
 instructions of `ember.runtime.native`'s interpreter, or None with the reason when a line is
 outside what it knows (size symbols, host inputs): that graph keeps its Python wrapper.
 `NativeCall` runs the Python wrapper on the first call (kernels bind, autotune and load
-there), then builds the program and runs every later call in C++.
+there) and until the interpreter is built, then builds the program and runs every later
+call in C++.
 
 The instruction tuples are the interpreter's (`interpreter.cpp`, `parse_instruction`).
 """
@@ -457,9 +458,10 @@ def _reads(node: ast.expr, registers: Mapping[str, int]) -> bool:
 class NativeCall:
     """A compiled graph's call: its Python wrapper first, then the interpreter's program.
 
-    `build` gives the interpreter module (ember-runtime's `interpreter()`); a graph whose
-    wrapper does not translate, or a process where the interpreter cannot be built, keeps
-    calling the Python wrapper (the reason logged once)."""
+    `build` gives the interpreter module, or None while it is not ready (ember-runtime's
+    `interpreter_if_ready`, which builds it in the background): until then every call runs
+    the Python wrapper. A graph whose wrapper does not translate, or a process where the
+    interpreter cannot be built, keeps calling the Python wrapper (the reason logged once)."""
 
     def __init__(
         self,
@@ -479,28 +481,32 @@ class NativeCall:
         self.program: Any = None
         self.stream: Callable[[], int] = lambda: 0
         self._lock = threading.Lock()
-        self._first_done = False
+        self._pending = True  # the program may still be made
         self.native_kernels = 0
 
     def __call__(self, args: list[Any]) -> Any:
         program = self.program
         if program is not None:
             return program.run(args, self.stream())
-        if not self._first_done:
-            result = self.python_call(args)
-            with self._lock:
-                if not self._first_done:
-                    self._first_done = True
+        result = self.python_call(args)  # the first call binds the kernels
+        if self._pending and self._lock.acquire(blocking=False):
+            try:
+                if self._pending:
                     self._make()
-            return result
-        return self.python_call(args)
+            finally:
+                self._lock.release()
+        return result
 
     def _make(self) -> None:
         try:
             module = self.build()
         except Exception as error:  # no compiler, a failed build: the Python wrapper stays
+            self._pending = False
             logger.warning("graph %s: the native wrapper is unavailable (%s)", self.name, error)
             return
+        if module is None:  # still building: ask again after the next call
+            return
+        self._pending = False
         translation = self.translation
         device = translation.device
         index = device.index if device.index is not None else _current_index(device)

@@ -1,11 +1,12 @@
 """Building and loading the native wrapper's interpreter (`interpreter.cpp`) as an extension.
 
 The interpreter is compiled once per source, torch version and Python: `g++` against the
-headers and libraries of the installed torch (about 40 s), into
-`<cache root>/native/<key>/`, and imported from there by every later process. Two processes
-that build at once take turns on a lock file; a failed build is remembered for the process
-(`NativeBuildError` names the compiler's first error lines) and its callers keep the Python
-wrapper.
+headers and libraries of the installed torch (20-40 s), into `<cache root>/native/<key>/`,
+and imported from there by every later process. `interpreter_if_ready` (what compiled
+graphs ask) never waits for the compiler: it starts the build in a background thread and
+answers None until it is done. Two processes that build at once take turns on a lock file;
+a failed build is remembered for the process (`NativeBuildError` names the compiler's first
+error lines) and its callers keep the Python wrapper.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ COMPILER = os.environ.get("CXX", "g++")
 
 _lock = threading.Lock()
 _loaded: dict[Path, ModuleType | NativeBuildError] = {}
+_building: set[Path] = set()  # directories a background thread is building into
 
 
 class NativeBuildError(EmberRuntimeError, RuntimeError):
@@ -39,19 +41,57 @@ class NativeBuildError(EmberRuntimeError, RuntimeError):
 
 
 def interpreter(root: Path | None = None) -> ModuleType:
-    """The interpreter extension, built on first use (NativeBuildError if it cannot be)."""
-    directory = (root or default_cache_root()) / "native" / _key()
+    """The interpreter extension, built now if it has to be (NativeBuildError if it cannot
+    be)."""
+    directory = _directory(root)
     with _lock:
         known = _loaded.get(directory)
         if known is None:
-            try:
-                known = _load_or_build(directory)
-            except NativeBuildError as error:
-                known = error
-            _loaded[directory] = known
+            known = _loaded[directory] = _attempt(directory)
     if isinstance(known, NativeBuildError):
         raise known
     return known
+
+
+def interpreter_if_ready(root: Path | None = None) -> ModuleType | None:
+    """The interpreter if it is loaded or on disk; else None, with a build started in a
+    background thread (the compiler's 20-40 s are no call's wait). NativeBuildError once a
+    build has failed."""
+    directory = _directory(root)
+    with _lock:
+        known = _loaded.get(directory)
+        if known is None and directory not in _building:
+            if (directory / f"{_module_name(directory)}.so").exists():
+                known = _loaded[directory] = _attempt(directory)
+            else:
+                _building.add(directory)
+                threading.Thread(
+                    target=_build_in_background,
+                    args=(directory,),
+                    name="ember-native-wrapper-build",
+                    daemon=True,
+                ).start()
+    if isinstance(known, NativeBuildError):
+        raise known
+    return known
+
+
+def _directory(root: Path | None) -> Path:
+    return (root or default_cache_root()) / "native" / _key()
+
+
+def _attempt(directory: Path) -> ModuleType | NativeBuildError:
+    try:
+        return _load_or_build(directory)
+    except NativeBuildError as error:
+        return error
+
+
+def _build_in_background(directory: Path) -> None:
+    known = _attempt(directory)
+    with _lock:
+        _loaded.setdefault(directory, known)
+        _building.discard(directory)
 
 
 def _key() -> str:
