@@ -319,3 +319,50 @@ def test_calls_run_the_python_wrapper_until_the_interpreter_is_ready(
         assert (call.program is not None) == (calls >= 3)
     assert len(asked) == 3  # not asked again once the program is made
     assert seen == [32] * 5  # the Python wrapper's launches, then the interpreter's call-backs
+
+
+_FAILING = """DEVICE = torch.device('cpu')
+
+
+def call(args):
+    in0, in1, = args
+    args.clear()
+    buf0 = empty_strided((SIZE, ), (1, ), dtype=torch.float32, device=DEVICE)
+    buf1 = ops['aten::index_select.default'](in0, 0, in1)  # model.py:42
+    return (buf1, )
+"""
+
+
+@pytest.mark.parametrize(
+    "size, index, message",
+    [(4, 7, "aten::index_select.default (model.py:42)"), (1 << 62, 0, "allocating buf0")],
+)
+def test_errors_keep_their_python_type_and_name_the_source_line(
+    size: int, index: int, message: str
+) -> None:
+    source = _FAILING.replace("SIZE", str(size))
+    ops = {"aten::index_select.default": torch.ops.aten.index_select.default}
+    namespace = wrapper_namespace({}, ops)
+    exec(compile(source, "<test wrapper>", "exec"), namespace)  # noqa: S102
+    translation = translate(source, namespace, ops)
+    assert isinstance(translation, Translation)
+    from ember.runtime import native_interpreter
+
+    program = native_interpreter().Program(
+        translation.instructions,
+        [],
+        [("aten::index_select", "", ops["aten::index_select.default"])],  # a boxed call
+        len(translation.registers),
+        namespace["call"],
+        translation.notes,
+        "g",
+    )
+    x = torch.randn(5, 3)
+    with pytest.raises(Exception) as python_error:  # noqa: PT011 - compared below
+        namespace["call"]([x, torch.tensor([index])])
+    with pytest.raises(type(python_error.value)) as native_error:
+        program.run([x, torch.tensor([index])], 0)
+    assert type(native_error.value) is type(python_error.value)
+    text = str(native_error.value)
+    assert message in text and "graph g's native wrapper" in text
+    assert "EMBER_INDUCTOR_NATIVE_WRAPPER=never" in text

@@ -42,6 +42,7 @@ class Translation:
     externs: list[str]  # extern targets, by index
     device: torch.device
     native_externs: dict[str, bool] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # per instruction, what an error names
 
 
 def translate(
@@ -50,7 +51,9 @@ def translate(
     """The wrapper `source` (run with `namespace`; `ops` are the extern targets' resolved
     overloads) as the interpreter's program, or why it cannot be."""
     try:
-        return _Translator(namespace, ops).run(ast.parse(source))
+        translator = _Translator(namespace, ops)
+        translator.lines = source.splitlines()
+        return translator.run(ast.parse(source))
     except Untranslatable as reason:
         return str(reason)
 
@@ -64,6 +67,8 @@ class _Translator:
         self.externs: dict[str, int] = {}
         self.native: dict[str, bool] = {}
         self.out: list[tuple[Any, ...]] = []
+        self.notes: list[str] = []  # per instruction, what an error names
+        self.lines: list[str] = []
         self.last_extern: dict[str, tuple[list[Any], int]] = {}  # name -> (outputs, position)
         self.flattened: list[Any] | None = None  # the pending `result = flatten_result(...)`
 
@@ -94,7 +99,19 @@ class _Translator:
             list(self.externs),
             device,
             self.native,
+            self.notes,
         )
+
+    def emit(self, instruction: tuple[Any, ...], note: str) -> None:
+        self.out.append(instruction)
+        self.notes.append(note)
+
+    def where(self, target: str, call: ast.Call) -> str:
+        """An extern call as an error names it: the op and the user's source line, which the
+        wrapper writes as the line's comment (`# modeling_gpt2.py:312`)."""
+        line = self.lines[call.lineno - 1] if 0 < call.lineno <= len(self.lines) else ""
+        _, _, comment = line.partition("  # ")
+        return f"{target} ({comment.strip()})" if comment.strip() else target
 
     def register(self, name: str) -> int:
         index = self.registers.get(name)
@@ -121,7 +138,7 @@ class _Translator:
                 if isinstance(t, ast.Name) and t.id in self.registers
             ]
             if regs:
-                self.out.append((FREE, regs))
+                self.emit((FREE, regs), "freeing buffers")
         elif isinstance(node, ast.If):
             self.restride_check(node)
         elif isinstance(node, ast.Return) and node.value is not None:
@@ -162,15 +179,18 @@ class _Translator:
         name = target.id
         if isinstance(value, ast.Name):
             source = self.known(value.id)
-            self.out.append((ALIAS, self.register(name), source))
+            self.emit((ALIAS, self.register(name), source), f"binding {name}")
         elif isinstance(value, ast.IfExp):
             self.donated(name, value)
         elif isinstance(value, ast.Call) and _callee(value) == "empty_strided":
             size, stride, dtype = self.allocation(value)
-            self.out.append((ALLOC, self.register(name), size, stride, dtype, self.device()))
+            self.emit(
+                (ALLOC, self.register(name), size, stride, dtype, self.device()),
+                f"allocating {name} ({_dims(size)}, {dtype})",
+            )
         elif isinstance(value, ast.Call) and _callee(value) == "as_strided":
             source, view = self.view(value)
-            self.out.append((VIEW, self.register(name), source, view))
+            self.emit((VIEW, self.register(name), source, view), f"viewing {name}")
         elif isinstance(value, ast.Call) and _is_op(value.func):
             self.extern(value, [name])
         elif isinstance(value, ast.Call) and _callee(value) == "flatten_result":
@@ -233,8 +253,9 @@ class _Translator:
             donor, view = self.view(value.body)
         else:
             raise Untranslatable(f"donated view {ast.unparse(value.body)!r}")
-        self.out.append(
-            (DONATED, self.register(name), donor, view, size, stride, dtype, self.device())
+        self.emit(
+            (DONATED, self.register(name), donor, view, size, stride, dtype, self.device()),
+            f"allocating {name} ({_dims(size)}, {dtype})",
         )
 
     def launch(self, kernel: str, args: list[ast.expr]) -> None:
@@ -257,7 +278,7 @@ class _Translator:
                 values.append((ADDRESS, self.known(_name(arg.func.value))))
             else:
                 values.append((CONSTANT, ("", self.constant(arg))))
-        self.out.append((LAUNCH, index, numel, values))
+        self.emit((LAUNCH, index, numel, values), f"kernel {kernel}")
 
     def extern(self, call: ast.Call, targets: list[Any]) -> None:
         target = _string(_op_key(call.func))
@@ -281,8 +302,7 @@ class _Translator:
                 outputs.append((register, None, None))
                 if name != "_":
                     self.last_extern[name] = (outputs, position)
-        note = f" ({call.func.lineno})" if hasattr(call.func, "lineno") else ""
-        self.out.append((EXTERN, index, args, keywords, outputs, f" at wrapper line{note}"))
+        self.emit((EXTERN, index, args, keywords, outputs, ""), self.where(target, call))
 
     def boxed_arguments(self, op: Any, call: ast.Call) -> list[Any]:
         """The call's arguments in the schema's order, defaults filled in (a boxed call)."""
@@ -346,7 +366,7 @@ class _Translator:
             ):
                 detach, element = True, element.func.value
             results.append((self.argument(element, ""), detach, *restrided))
-        self.out.append((RETURN, results))
+        self.emit((RETURN, results), "returning the outputs")
 
     # ---- expressions ------------------------------------------------------------------------
 
@@ -397,6 +417,10 @@ def _boxable(op: Any, direct: Any) -> bool:
     overload whose Python call goes straight to the dispatcher (`wrapper.direct_op` found a
     direct entry for it)."""
     return type(op) is torch._ops.OpOverload and direct is not op and direct is not None
+
+
+def _dims(size: Any) -> str:
+    return "x".join(str(n) for n in size) if isinstance(size, list) and size else "scalar"
 
 
 def _hint(kind: str) -> str:
@@ -550,6 +574,8 @@ class NativeCall:
                 externs,
                 len(translation.registers),
                 self.python_call,
+                translation.notes,
+                self.name,
             )
         except Exception as error:
             logger.warning("graph %s: the native wrapper cannot run it (%s)", self.name, error)

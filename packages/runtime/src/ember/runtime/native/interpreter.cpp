@@ -274,8 +274,9 @@ at::Tensor restride(const at::Tensor& tensor, const std::vector<int64_t>& size,
 class Program {
  public:
   Program(py::list instructions, py::list kernels, py::list externs, int registers,
-          py::object fallback)
-      : registers_(registers), fallback_(std::move(fallback)) {
+          py::object fallback, py::list notes, std::string graph)
+      : registers_(registers), fallback_(std::move(fallback)), graph_(std::move(graph)) {
+    for (auto note : notes) notes_.push_back(note.cast<std::string>());
     for (auto spec : kernels) kernels_.push_back(parse_kernel(spec));
     for (auto spec : externs) externs_.push_back(parse_extern(spec));
     for (auto spec : instructions) program_.push_back(parse_instruction(spec));
@@ -310,7 +311,58 @@ class Program {
       if (alone[i]) baseline[i] = regs[i].use_count();
     }
     void* raw_stream = reinterpret_cast<void*>(stream);
-    for (const Instruction& in : program_) {
+    size_t pc = 0;
+    try {
+      for (; pc < program_.size(); ++pc) {
+        const Instruction& in = program_[pc];
+        py::object done = step(in, regs, raw_stream, count, alone, baseline);
+        if (done) return done;
+      }
+    } catch (py::error_already_set& error) {
+      throw;  // a Python call-back's own exception, as it was raised
+    } catch (const c10::OutOfMemoryError& error) {
+      raise(torch_error("OutOfMemoryError").ptr(), error.what_without_backtrace(), pc);
+    } catch (const c10::LinAlgError& error) {
+      raise(torch_error("LinAlgError").ptr(), error.what_without_backtrace(), pc);
+    } catch (const c10::IndexError& error) {
+      raise(PyExc_IndexError, error.what_without_backtrace(), pc);
+    } catch (const c10::ValueError& error) {
+      raise(PyExc_ValueError, error.what_without_backtrace(), pc);
+    } catch (const c10::TypeError& error) {
+      raise(PyExc_TypeError, error.what_without_backtrace(), pc);
+    } catch (const c10::NotImplementedError& error) {
+      raise(PyExc_NotImplementedError, error.what_without_backtrace(), pc);
+    } catch (const c10::Error& error) {
+      raise(PyExc_RuntimeError, error.what_without_backtrace(), pc);
+    } catch (const std::exception& error) {
+      raise(PyExc_RuntimeError, error.what(), pc);
+    }
+    return py::tuple();
+  }
+
+ private:
+  // torch.OutOfMemoryError, torch.linalg.LinAlgError: torch_python does not export them to C++
+  static py::object torch_error(const char* name) {
+    py::module_ torch = py::module_::import("torch");
+    if (std::string(name) == "LinAlgError") return torch.attr("linalg").attr(name);
+    return torch.attr(name);
+  }
+
+  // The error a failed instruction raises: the type Python's call would raise (torch's
+  // OutOfMemoryError, IndexError, ...), its message, and where: the op and the user's
+  // source line it came from, and the switch that runs the same call in Python.
+  [[noreturn]] void raise(PyObject* type, const std::string& what, size_t pc) {
+    std::string where = pc < notes_.size() ? notes_[pc] : std::string("?");
+    std::string message = what + "\n(ember: raised by " + where + " in graph " + graph_ +
+                          "'s native wrapper; EMBER_INDUCTOR_NATIVE_WRAPPER=never runs its "
+                          "Python wrapper instead)";
+    PyErr_SetString(type, message.c_str());
+    throw py::error_already_set();
+  }
+
+  py::object step(const Instruction& in, std::vector<at::Tensor>& regs, void* raw_stream,
+                  size_t count, const std::vector<char>& alone,
+                  const std::vector<int64_t>& baseline) {
       switch (in.op) {
         case kAlloc:
           regs[in.dst] = at::empty_strided(in.view.size, in.view.stride,
@@ -365,11 +417,9 @@ class Program {
         default:
           throw std::runtime_error("ember native wrapper: unknown instruction");
       }
-    }
-    return py::tuple();
+      return py::object();
   }
 
- private:
   static at::Tensor view_of(const at::Tensor& base, const View& view) {
     int64_t offset = view.offset + (view.relative ? base.storage_offset() : 0);
     return at::as_strided(base, view.size, view.stride, offset);
@@ -474,11 +524,7 @@ class Program {
       torch::jit::Stack stack;
       stack.reserve(in.args.size());
       for (const Arg& arg : in.args) stack.push_back(value(arg, regs));
-      try {
-        e.handle->callBoxed(&stack);
-      } catch (const c10::Error& error) {
-        throw std::runtime_error(e.name + in.note + ": " + error.what_without_backtrace());
-      }
+      e.handle->callBoxed(&stack);
       for (c10::IValue& returned : stack) flatten(std::move(returned), flat);
     } else {
       size_t positional = in.args.size() - in.keywords.size();
@@ -646,6 +692,8 @@ class Program {
   std::vector<Extern> externs_;
   std::vector<Instruction> program_;
   std::unordered_set<int> donors_;  // registers (inputs) a kDonated instruction may reuse
+  std::vector<std::string> notes_;  // per instruction: what it runs, for error messages
+  std::string graph_;
 };
 
 }  // namespace
@@ -654,6 +702,6 @@ PYBIND11_MODULE(EMBER_MODULE_NAME, m) {
   m.doc() = "ember's native wrapper interpreter";
   m.attr("DRIVER") = py::bool_(driver().launch != nullptr);
   py::class_<Program>(m, "Program")
-      .def(py::init<py::list, py::list, py::list, int, py::object>())
+      .def(py::init<py::list, py::list, py::list, int, py::object, py::list, std::string>())
       .def("run", &Program::run);
 }
