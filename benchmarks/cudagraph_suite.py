@@ -205,6 +205,41 @@ def _device_profile(step: Callable[[], Any], steps: int) -> dict[str, float]:
     }
 
 
+def _native_timings(step: Callable[[], Any], steps: int) -> list[str]:
+    """The native wrapper's host time a step by kind of instruction (allocations, native and
+    Python launches, each extern op), summed over the graphs whose programs run: what the
+    programs' share of the wall time is made of. Empty where no graph runs one."""
+    import gc
+
+    from ember.inductor.codegen.native_wrapper import NativeCall
+
+    programs = [
+        o.program for o in gc.get_objects() if type(o) is NativeCall and o.program is not None
+    ]
+    if not programs:
+        return []
+    for program in programs:
+        program.set_timing(True)
+    for _ in range(steps):
+        step()
+    _sync()
+    totals: dict[str, list[float]] = {}
+    for program in programs:
+        for key, (count, seconds) in program.timings().items():
+            total = totals.setdefault(key, [0.0, 0.0])
+            total[0] += count
+            total[1] += seconds
+        program.set_timing(False)
+    whole = sum(seconds for _, seconds in totals.values())
+    lines = [f"{whole / steps * 1e3:8.3f} ms/step in {len(programs)} programs"]
+    for key, (count, seconds) in sorted(totals.items(), key=lambda kv: -kv[1][1]):
+        per_call = seconds / count * 1e6 if count else 0.0
+        lines.append(
+            f"{seconds / steps * 1e3:8.3f} ms/step {count / steps:6.0f}x {per_call:6.1f} us  {key}"
+        )
+    return lines
+
+
 def _host_profile(step: Callable[[], Any], steps: int, top: int = 14) -> list[str]:
     """Where the host time of `steps` steps goes (cProfile, by own time): the generated
     wrappers, guards, launches, extern calls, autograd. Entries are summed by label from the
@@ -289,6 +324,7 @@ def run_default_case(model: str, size: str, mode: str, compiler: str, hold: Any)
         row.update(_device_profile(step, 3))
         if compiler.startswith("ember"):
             row["host_profile"] = _host_profile(step, 3)
+            row["native_timings"] = _native_timings(step, 5)
         if allowed:
             pin_threads(allowed)
     row["peak_mb"] = (_peak() - base) / 2**20
@@ -426,7 +462,7 @@ def run_worker(arguments: argparse.Namespace) -> None:
         line = json.dumps(row, default=str)
         with results.open("a") as file:
             file.write(line + "\n")
-        brief = {k: v for k, v in row.items() if k not in ("host_profile", "pid")}
+        brief = {k: v for k, v in row.items() if k not in ("host_profile", "native_timings", "pid")}
         print(json.dumps(brief, default=str)[:600], flush=True)
 
     parts = (arguments.part or ",".join(SUITE_PARTS)).split(",")
@@ -697,6 +733,11 @@ def summarize(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         for text in row.get("host_profile", []):
             if text is row["host_profile"][0]:
-                lines += ["", f"ember host profile, {row['model']} {row['mode']}:"]
+                lines += ["", f"{row['variant']} host profile, {row['model']} {row['mode']}:"]
+            lines.append("    " + text)
+    for row in rows:  # the native wrapper's programs, by kind of instruction
+        for text in row.get("native_timings", []):
+            if text is row["native_timings"][0]:
+                lines += ["", f"{row['variant']} native wrapper, {row['model']} {row['mode']}:"]
             lines.append("    " + text)
     return "\n".join(lines) + "\n"

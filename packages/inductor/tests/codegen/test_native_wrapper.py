@@ -366,3 +366,32 @@ def test_errors_keep_their_python_type_and_name_the_source_line(
     text = str(native_error.value)
     assert message in text and "graph g's native wrapper" in text
     assert "EMBER_INDUCTOR_NATIVE_WRAPPER=never" in text
+
+
+def test_timings_count_each_kind_of_instruction(built_interpreter: Any) -> None:
+    ops = {"aten::mm.default": torch.ops.aten.mm.default}
+    namespace = wrapper_namespace({"k": lambda numel, source, out, scale: None}, ops)
+    exec(compile(_WRAPPER, "<test wrapper>", "exec"), namespace)  # noqa: S102
+    translation = translate(_WRAPPER, namespace, ops)
+    assert isinstance(translation, Translation)
+    call = NativeCall(
+        "g", namespace["call"], translation, namespace["kernels"], ops, lambda: built_interpreter
+    )
+    x, w = torch.randn(4, 8), torch.randn(8, 2)
+    call([x, w])
+    call.program.set_timing(True)
+    for _ in range(3):
+        call([x, w])
+    timings = call.program.timings()
+    assert {key: count for key, (count, _) in timings.items()} == {
+        "alloc": 3,
+        "launch python": 3,
+        "extern aten::mm": 3,
+        "free": 3,
+        "view": 3,
+        "alias": 3,
+        "return": 3,
+    }
+    assert all(seconds >= 0 for _, seconds in timings.values())
+    call.program.set_timing(False)
+    assert call.program.timings() == {}

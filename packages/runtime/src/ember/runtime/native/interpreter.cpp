@@ -20,11 +20,13 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <pybind11/pybind11.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -315,7 +317,17 @@ class Program {
     try {
       for (; pc < program_.size(); ++pc) {
         const Instruction& in = program_[pc];
+        if (!timing_) {
+          py::object done = step(in, regs, raw_stream, count, alone, baseline);
+          if (done) return done;
+          continue;
+        }
+        auto start = std::chrono::steady_clock::now();
         py::object done = step(in, regs, raw_stream, count, alone, baseline);
+        auto spent = std::chrono::steady_clock::now() - start;
+        Timing& t = timings_[timing_key(in)];
+        t.count += 1;
+        t.nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(spent).count();
         if (done) return done;
       }
     } catch (py::error_already_set& error) {
@@ -340,7 +352,37 @@ class Program {
     return py::tuple();
   }
 
+  // Host time by kind of instruction (an extern by its op, a launch by native or Python):
+  // {key: (count, seconds)} since timing was switched on.
+  void set_timing(bool on) {
+    timing_ = on;
+    timings_.clear();
+  }
+
+  py::dict timings() const {
+    py::dict out;
+    for (const auto& [key, t] : timings_) {
+      out[py::str(key)] = py::make_tuple(t.count, static_cast<double>(t.nanoseconds) * 1e-9);
+    }
+    return out;
+  }
+
  private:
+  struct Timing {
+    int64_t count = 0;
+    int64_t nanoseconds = 0;
+  };
+
+  std::string timing_key(const Instruction& in) const {
+    static const char* names[] = {"alloc", "alias", "view", "free", "launch", "extern",
+                                  "donated", "return"};
+    if (in.op == kExtern) return "extern " + externs_[in.target].name;
+    if (in.op == kLaunch) {
+      return kernels_[in.target].function != nullptr ? "launch native" : "launch python";
+    }
+    return names[in.op];
+  }
+
   // torch.OutOfMemoryError, torch.linalg.LinAlgError: torch_python does not export them to C++
   static py::object torch_error(const char* name) {
     py::module_ torch = py::module_::import("torch");
@@ -694,6 +736,8 @@ class Program {
   std::unordered_set<int> donors_;  // registers (inputs) a kDonated instruction may reuse
   std::vector<std::string> notes_;  // per instruction: what it runs, for error messages
   std::string graph_;
+  bool timing_ = false;
+  std::unordered_map<std::string, Timing> timings_;
 };
 
 }  // namespace
@@ -703,5 +747,7 @@ PYBIND11_MODULE(EMBER_MODULE_NAME, m) {
   m.attr("DRIVER") = py::bool_(driver().launch != nullptr);
   py::class_<Program>(m, "Program")
       .def(py::init<py::list, py::list, py::list, int, py::object, py::list, std::string>())
-      .def("run", &Program::run);
+      .def("run", &Program::run)
+      .def("set_timing", &Program::set_timing)
+      .def("timings", &Program::timings);
 }
