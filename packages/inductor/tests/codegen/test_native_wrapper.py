@@ -316,7 +316,9 @@ def test_calls_run_the_python_wrapper_until_the_interpreter_is_ready(
     x, w = torch.randn(4, 8), torch.randn(8, 2)
     for calls in range(1, 6):
         call([x, w])
-        assert (call.program is not None) == (calls >= 3)
+        # a CPU graph asks before and after each Python call (its C++ kernels need no
+        # first launch): building, building, then ready before the second call
+        assert (call.program is not None) == (calls >= 2)
     assert len(asked) == 3  # not asked again once the program is made
     assert seen == [32] * 5  # the Python wrapper's launches, then the interpreter's call-backs
 

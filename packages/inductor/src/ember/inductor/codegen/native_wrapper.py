@@ -512,14 +512,22 @@ class NativeCall:
         program = self.program
         if program is not None:
             return program.run(args, self.stream())
+        if self.translation.device.type == "cpu" and self._pending:
+            # C++ kernels need no first launch to bind: the first call can be the program's
+            self._try_make()
+            if self.program is not None:
+                return self.program.run(args, self.stream())
         result = self.python_call(args)  # the first call binds the kernels
+        self._try_make()
+        return result
+
+    def _try_make(self) -> None:
         if self._pending and self._lock.acquire(blocking=False):
             try:
                 if self._pending:
                     self._make()
             finally:
                 self._lock.release()
-        return result
 
     def _make(self) -> None:
         try:
