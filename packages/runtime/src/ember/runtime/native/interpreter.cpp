@@ -535,12 +535,14 @@ class Program {
       }
       if (aligned) {
         const Driver& d = driver();
-        int result = d.launch(k.function, static_cast<unsigned>(grid), 1, 1, k.threads, 1, 1,
-                              k.shared, stream, k.params.data(), nullptr);
+        auto go = [&]() {
+          return d.launch(k.function, static_cast<unsigned>(grid), 1, 1, k.threads, 1, 1,
+                          k.shared, stream, k.params.data(), nullptr);
+        };
+        int result = go();
         if (result == kInvalidContext) {  // autograd's device thread: no context current yet
           py::module_::import("ember.runtime.cubin.driver").attr("ensure_context")(k.device);
-          result = d.launch(k.function, static_cast<unsigned>(grid), 1, 1, k.threads, 1, 1,
-                            k.shared, stream, k.params.data(), nullptr);
+          result = go();
         }
         if (result != 0) {
           const char* name = nullptr;
