@@ -508,6 +508,12 @@ class NativeCall:
         self._pending = True  # the program may still be made
         self.native_kernels = 0
 
+    @property
+    def __globals__(self) -> dict[str, Any]:
+        """The Python wrapper's globals (`kernels`, `ops`), as a plain wrapper function has
+        them: what tools and tests read a compiled graph's kernels from."""
+        return self.python_call.__globals__
+
     def __call__(self, args: list[Any]) -> Any:
         program = self.program
         if program is not None:
